@@ -1,0 +1,1 @@
+//! pcap capture of the provider's own traffic.

@@ -1,0 +1,1 @@
+//! CRC32c (Castagnoli) as MPA uses it.

@@ -1,0 +1,1 @@
+//! Wire formats (MPA, DDP, RDMAP): zero-copy views and `Repr`s.

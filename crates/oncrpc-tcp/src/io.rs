@@ -1,0 +1,181 @@
+//! Async plumbing shared by the client and the server: reading records off a
+//! stream and writing chains of `Bytes` with vectored writes.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::record::{Record, RecordDecoder, RecordError, RecordLimits};
+
+/// Smallest read-buffer space offered to a read.
+const MIN_READ: usize = 16 * 1024;
+/// Largest read-buffer space reserved for one read, whatever a fragment
+/// header announces: memory grows only as bytes actually arrive.
+const MAX_READ: usize = 1024 * 1024;
+/// Most slices passed to one `writev` (well under Linux's IOV_MAX of 1024).
+const MAX_IOVECS: usize = 64;
+
+/// Why reading a record failed. Either way the stream must be closed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The socket failed.
+    #[error("read failed: {0}")]
+    Io(#[from] io::Error),
+    /// The peer broke record marking or a record limit.
+    #[error("bad record marking: {0}")]
+    Record(#[from] RecordError),
+}
+
+/// Reads complete records (RFC 5531 §11) from an async byte stream.
+#[derive(Debug)]
+pub struct RecordReader<R> {
+    inner: R,
+    decoder: RecordDecoder,
+    buf: BytesMut,
+}
+
+impl<R: AsyncRead + Unpin> RecordReader<R> {
+    /// Wraps `inner`, enforcing `limits` on every record.
+    pub fn new(inner: R, limits: RecordLimits) -> Self {
+        RecordReader {
+            inner,
+            decoder: RecordDecoder::new(limits),
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The next record; `Ok(None)` at a clean end of stream (between records).
+    ///
+    /// Cancel-safe: bytes already read stay buffered if the future is dropped.
+    pub async fn next_record(&mut self) -> Result<Option<Record>, ReadError> {
+        loop {
+            if let Some(record) = self.decoder.decode(&mut self.buf)? {
+                return Ok(Some(record));
+            }
+            let want = self
+                .decoder
+                .read_hint(self.buf.len())
+                .clamp(MIN_READ, MAX_READ);
+            if self.buf.capacity() - self.buf.len() < want {
+                self.buf.reserve(want);
+            }
+            if self.inner.read_buf(&mut self.buf).await? == 0 {
+                self.decoder.finish(&self.buf)?;
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// Writes every byte of `chain` to `w` with vectored writes, consuming the
+/// chain. Payload pieces are handed to the kernel as they are: no copies.
+pub async fn write_chain<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    chain: &mut VecDeque<Bytes>,
+) -> io::Result<()> {
+    while !chain.is_empty() {
+        let written = {
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut n = 0;
+            for piece in chain.iter().filter(|p| !p.is_empty()).take(MAX_IOVECS) {
+                slices[n] = IoSlice::new(piece);
+                n += 1;
+            }
+            if n == 0 {
+                chain.clear();
+                break;
+            }
+            w.write_vectored(&slices[..n]).await?
+        };
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        advance_chain(chain, written);
+    }
+    Ok(())
+}
+
+/// Drops `n` bytes from the front of `chain`.
+fn advance_chain(chain: &mut VecDeque<Bytes>, mut n: usize) {
+    while n > 0 {
+        let Some(front) = chain.front_mut() else {
+            return;
+        };
+        if front.len() <= n {
+            n -= front.len();
+            chain.pop_front();
+        } else {
+            front.advance(n);
+            n = 0;
+        }
+    }
+    while chain.front().is_some_and(Bytes::is_empty) {
+        chain.pop_front();
+    }
+}
+
+/// Writes the chain and flushes.
+pub async fn write_chain_flush<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    chain: &mut VecDeque<Bytes>,
+) -> io::Result<()> {
+    write_chain(w, chain).await?;
+    w.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RecordEncoder;
+
+    #[tokio::test]
+    async fn chain_round_trip_through_duplex() {
+        let (mut a, b) = tokio::io::duplex(1000);
+        let payload: Vec<u8> = (0..200_000u32).map(|i| (i * 7) as u8).collect();
+        let pieces: Vec<Bytes> = payload.chunks(333).map(Bytes::copy_from_slice).collect();
+        let enc = RecordEncoder::new(10_000);
+        let mut out = Vec::new();
+        enc.encode(&pieces, &mut out);
+        enc.encode(&[Bytes::from_static(b"second")], &mut out);
+        let mut chain: VecDeque<Bytes> = out.into();
+        let writer = tokio::spawn(async move {
+            write_chain_flush(&mut a, &mut chain).await.unwrap();
+        });
+        let mut reader = RecordReader::new(b, RecordLimits::default());
+        let first = reader.next_record().await.unwrap().unwrap();
+        assert_eq!(first.into_contiguous().to_vec(), payload);
+        let second = reader.next_record().await.unwrap().unwrap();
+        assert_eq!(&second.into_contiguous()[..], b"second");
+        writer.await.unwrap();
+        assert!(reader.next_record().await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn truncated_stream_is_an_error() {
+        let (mut a, b) = tokio::io::duplex(64);
+        a.write_all(&[0x80, 0, 0, 10, 1, 2, 3]).await.unwrap();
+        drop(a);
+        let mut reader = RecordReader::new(b, RecordLimits::default());
+        assert!(matches!(
+            reader.next_record().await,
+            Err(ReadError::Record(RecordError::Truncated { .. }))
+        ));
+    }
+
+    #[test]
+    fn advance_across_pieces() {
+        let mut chain: VecDeque<Bytes> = vec![
+            Bytes::from_static(b"ab"),
+            Bytes::new(),
+            Bytes::from_static(b"cde"),
+        ]
+        .into();
+        advance_chain(&mut chain, 3);
+        assert_eq!(chain.len(), 1);
+        assert_eq!(&chain[0][..], b"de");
+        advance_chain(&mut chain, 2);
+        assert!(chain.is_empty());
+    }
+}

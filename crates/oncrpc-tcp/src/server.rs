@@ -1,0 +1,306 @@
+//! The TCP server: accepts connections, reads call records, runs each call
+//! as its own task (bounded per connection) and writes replies in the order
+//! they complete.
+//!
+//! The server is generic over a [`RecordService`], which maps one call record
+//! to the reply message; [`crate::DispatchService`] adapts an
+//! `oncrpc::Dispatcher`.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+use crate::io::{write_chain, ReadError, RecordReader};
+use crate::record::{Record, RecordEncoder, RecordLimits, DEFAULT_MAX_FRAGMENT_SIZE};
+
+/// Maps one received record (an RPC call) to the reply message, if any.
+///
+/// The reply is returned as the pieces of the RPC message; the server adds
+/// the record marking. `None` means no reply is sent (e.g. the record was not
+/// a call).
+pub trait RecordService: Send + Sync + 'static {
+    /// Handles one call record received on the connection from `peer`.
+    fn handle(
+        &self,
+        record: Record,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Option<Vec<Bytes>>> + Send;
+}
+
+/// Tunables of a [`TcpServer`].
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Limits on every received record.
+    pub limits: RecordLimits,
+    /// Largest fragment of a reply record.
+    pub max_fragment_size: usize,
+    /// Calls of one connection running at once; reading pauses at the limit.
+    pub max_calls_per_connection: usize,
+    /// Connections served at once; accepting pauses at the limit.
+    pub max_connections: usize,
+    /// On shutdown, how long calls in progress may take to finish.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            limits: RecordLimits::default(),
+            max_fragment_size: DEFAULT_MAX_FRAGMENT_SIZE,
+            max_calls_per_connection: 128,
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Stops a running [`TcpServer`] gracefully. Cloneable; any clone may stop it.
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl ShutdownHandle {
+    /// Asks the server to stop: no new connections or calls are accepted,
+    /// calls in progress finish and their replies are sent (within
+    /// [`ServerConfig::shutdown_grace`]), then [`TcpServer::run`] returns.
+    pub fn shutdown(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+/// An ONC RPC server over TCP (RFC 5531 §11 record marking).
+#[derive(Debug)]
+pub struct TcpServer<S> {
+    listener: TcpListener,
+    service: Arc<S>,
+    config: ServerConfig,
+    shutdown: Arc<watch::Sender<bool>>,
+}
+
+impl<S: RecordService> TcpServer<S> {
+    /// Binds a listening socket on `addr`.
+    pub async fn bind(
+        addr: impl ToSocketAddrs,
+        service: Arc<S>,
+        config: ServerConfig,
+    ) -> io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Self::from_listener(listener, service, config))
+    }
+
+    /// Serves on an already bound listener.
+    pub fn from_listener(listener: TcpListener, service: Arc<S>, config: ServerConfig) -> Self {
+        TcpServer {
+            listener,
+            service,
+            config,
+            shutdown: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// A handle that stops the server.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            tx: self.shutdown.clone(),
+        }
+    }
+
+    /// Accepts and serves connections until [`ShutdownHandle::shutdown`].
+    pub async fn run(self) -> io::Result<()> {
+        let local = self.listener.local_addr()?;
+        let span = info_span!("tcp_server", %local);
+        self.run_inner().instrument(span).await
+    }
+
+    async fn run_inner(self) -> io::Result<()> {
+        let TcpServer {
+            listener,
+            service,
+            config,
+            shutdown,
+        } = self;
+        let config = Arc::new(config);
+        let mut stop = shutdown.subscribe();
+        let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+        let mut connections = JoinSet::new();
+        loop {
+            if *stop.borrow_and_update() {
+                break;
+            }
+            let permit = tokio::select! {
+                permit = slots.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = stop.changed() => continue,
+            };
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let service = service.clone();
+                        let config = config.clone();
+                        let stop = shutdown.subscribe();
+                        connections.spawn(
+                            async move {
+                                serve_connection(stream, peer, service, config, stop).await;
+                                drop(permit);
+                            }
+                            .instrument(info_span!("conn", %peer)),
+                        );
+                    }
+                    Err(e) => {
+                        // Typically EMFILE/ENFILE: back off rather than spin.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                _ = stop.changed() => {}
+            }
+        }
+        drop(listener);
+        info!(
+            connections = connections.len(),
+            "shutting down: draining connections"
+        );
+        // Connections notice the stop themselves; give them the grace period
+        // (plus a little for the final writes), then cut them off.
+        let deadline = config.shutdown_grace + Duration::from_millis(500);
+        let drained = tokio::time::timeout(deadline, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!("shutdown grace period over; closing remaining connections");
+            connections.shutdown().await;
+        }
+        Ok(())
+    }
+}
+
+/// Serves one connection until the peer closes it, it misbehaves, or the
+/// server stops.
+async fn serve_connection<S: RecordService>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: Arc<S>,
+    config: Arc<ServerConfig>,
+    mut stop: watch::Receiver<bool>,
+) {
+    if let Err(e) = stream.set_nodelay(true) {
+        debug!(error = %e, "set_nodelay failed");
+    }
+    debug!("connection accepted");
+    let (read_half, write_half) = stream.into_split();
+    let mut reader = RecordReader::new(read_half, config.limits);
+    let (reply_tx, reply_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
+    let mut writer = tokio::spawn(write_replies(write_half, reply_rx).in_current_span());
+    let calls_allowed = Arc::new(Semaphore::new(config.max_calls_per_connection.max(1)));
+    let mut calls = JoinSet::new();
+    let encoder = RecordEncoder::new(config.max_fragment_size);
+
+    let outcome: Result<(), ReadError> = loop {
+        let permit = tokio::select! {
+            p = calls_allowed.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break Ok(()),
+            },
+            _ = stop.wait_for(|s| *s) => break Ok(()),
+            _ = &mut writer => {
+                // The writer only ends early when the socket fails.
+                break Ok(());
+            }
+        };
+        let record = tokio::select! {
+            r = reader.next_record() => r,
+            _ = stop.wait_for(|s| *s) => break Ok(()),
+            _ = &mut writer => break Ok(()),
+            Some(_) = calls.join_next(), if !calls.is_empty() => continue,
+        };
+        match record {
+            Ok(Some(record)) => {
+                let service = service.clone();
+                let reply_tx = reply_tx.clone();
+                calls.spawn(
+                    async move {
+                        if let Some(reply) = service.handle(record, peer).await {
+                            let mut framed = Vec::with_capacity(reply.len() + 2);
+                            encoder.encode(&reply, &mut framed);
+                            // A closed writer means the connection is gone.
+                            let _ = reply_tx.send(framed);
+                        }
+                        drop(permit);
+                    }
+                    .in_current_span(),
+                );
+                // Reap finished call tasks without waiting.
+                while calls.try_join_next().is_some() {}
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+
+    match outcome {
+        Ok(()) => {
+            // Peer closed its side or the server is stopping: finish calls in
+            // progress and flush their replies.
+            let grace = config.shutdown_grace;
+            if tokio::time::timeout(grace, async { while calls.join_next().await.is_some() {} })
+                .await
+                .is_err()
+            {
+                warn!("calls still running after the grace period; abandoning them");
+                calls.shutdown().await;
+            }
+            drop(reply_tx);
+            if !writer.is_finished() {
+                let _ = writer.await;
+            }
+            debug!("connection closed");
+        }
+        Err(e) => {
+            // A misbehaving peer: close this connection alone, at once.
+            warn!(error = %e, "closing connection");
+            calls.shutdown().await;
+            writer.abort();
+        }
+    }
+}
+
+/// Writes reply records as they complete, batching those that are ready.
+async fn write_replies(mut w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>) {
+    use tokio::io::AsyncWriteExt;
+    let mut chain = VecDeque::new();
+    while let Some(first) = rx.recv().await {
+        chain.extend(first);
+        // Batch whatever else is ready, up to a bound on queued pieces.
+        while chain.len() < 1024 {
+            match rx.try_recv() {
+                Ok(more) => chain.extend(more),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = write_chain(&mut w, &mut chain).await {
+            debug!(error = %e, "write failed");
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}

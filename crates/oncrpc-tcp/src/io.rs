@@ -11,9 +11,6 @@ use crate::record::{Record, RecordDecoder, RecordError, RecordLimits};
 
 /// Smallest read-buffer space offered to a read.
 const MIN_READ: usize = 16 * 1024;
-/// Largest read-buffer space reserved for one read, whatever a fragment
-/// header announces: memory grows only as bytes actually arrive.
-const MAX_READ: usize = 1024 * 1024;
 /// Most slices passed to one `writev` (well under Linux's IOV_MAX of 1024).
 const MAX_IOVECS: usize = 64;
 
@@ -54,10 +51,12 @@ impl<R: AsyncRead + Unpin> RecordReader<R> {
             if let Some(record) = self.decoder.decode(&mut self.buf)? {
                 return Ok(Some(record));
             }
-            let want = self
-                .decoder
-                .read_hint(self.buf.len())
-                .clamp(MIN_READ, MAX_READ);
+            // Room for the rest of the current fragment, so that it lands
+            // contiguously and is handed on without copying. The decoder
+            // has checked the fragment against the record limit; the
+            // reservation is virtual memory that becomes resident only as
+            // the peer's bytes actually arrive.
+            let want = self.decoder.read_hint(self.buf.len()).max(MIN_READ);
             if self.buf.capacity() - self.buf.len() < want {
                 self.buf.reserve(want);
             }

@@ -8,8 +8,9 @@
 //!
 //! * [`FragmentHeader`] is the `Repr` of that header (`parse` / `emit`).
 //! * [`RecordDecoder`] turns a stream, fed in arbitrary chunks, into complete
-//!   [`Record`]s. Fragment bodies are split off the read buffer without
-//!   copying and kept as separate [`Bytes`] pieces. The size of a record and
+//!   [`Record`]s. Each fragment body is split off the read buffer without
+//!   copying and kept as a separate [`Bytes`] piece (so a single-fragment
+//!   record is one contiguous piece). The size of a record and
 //!   the number of its fragments are bounded by [`RecordLimits`]; a violation
 //!   is a [`RecordError`], after which the stream must be closed.
 //! * [`RecordEncoder`] frames a message (a chain of `Bytes` pieces) into one
@@ -39,11 +40,6 @@ pub const DEFAULT_MAX_FRAGMENTS: usize = 16 * 1024;
 
 /// Default size of the fragments [`RecordEncoder`] produces: 1 MiB.
 pub const DEFAULT_MAX_FRAGMENT_SIZE: usize = 1024 * 1024;
-
-/// Partial fragment data shorter than this stays in the read buffer until more
-/// arrives, so that a peer sending tiny segments cannot make us keep one piece
-/// per segment.
-const MIN_PARTIAL_PIECE: usize = 64 * 1024;
 
 /// The 4-octet header in front of every fragment (RFC 5531 §11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,8 +132,7 @@ pub enum RecordError {
 
 /// One complete record: the bodies of its fragments, in order, as pieces.
 ///
-/// Empty fragments contribute no piece; a fragment may be represented by
-/// several pieces when it arrived in large partial reads.
+/// Each non-empty fragment is one piece; empty fragments contribute none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Record {
     pieces: Vec<Bytes>,
@@ -211,8 +206,10 @@ enum State {
 /// Sans-IO record-marking decoder (RFC 5531 §11).
 ///
 /// The caller reads stream bytes into a [`BytesMut`] and calls
-/// [`decode`](Self::decode) until it returns `Ok(None)`; fragment bodies are
-/// split off the front of that buffer without copying.
+/// [`decode`](Self::decode) until it returns `Ok(None)`; complete fragment
+/// bodies are split off the front of that buffer without copying. A fragment
+/// stays in the buffer until it is complete: [`read_hint`](Self::read_hint)
+/// tells the caller how much room to reserve so that it lands contiguously.
 #[derive(Debug)]
 pub struct RecordDecoder {
     limits: RecordLimits,
@@ -246,9 +243,8 @@ impl RecordDecoder {
     /// Consumes bytes from the front of `buf` and returns the next complete
     /// record, if `buf` holds the rest of one.
     ///
-    /// `Ok(None)` means more bytes are needed; everything useful has been
-    /// taken from `buf` (a partial header, or a short partial body, may stay
-    /// there). After an `Err` the decoder is poisoned.
+    /// `Ok(None)` means more bytes are needed (a partial header or fragment
+    /// body stays in `buf`). After an `Err` the decoder is poisoned.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Record>, RecordError> {
         loop {
             match self.state {
@@ -265,17 +261,7 @@ impl RecordDecoder {
                     }
                 }
                 State::Body { remaining, last } => {
-                    let available = buf.len().min(remaining);
-                    if available < remaining {
-                        // Keep large partial bodies as pieces so the read
-                        // buffer need not grow to the whole fragment.
-                        if available >= MIN_PARTIAL_PIECE {
-                            self.record.push(buf.split_to(available).freeze());
-                            self.state = State::Body {
-                                remaining: remaining - available,
-                                last,
-                            };
-                        }
+                    if buf.len() < remaining {
                         return Ok(None);
                     }
                     self.record.push(buf.split_to(remaining).freeze());
@@ -312,8 +298,9 @@ impl RecordDecoder {
     }
 
     /// How many more octets would finish the current fragment and read the
-    /// next header, given `buffered` octets already in the read buffer. A
-    /// sizing hint for the next read; never more than the record limit.
+    /// next header, given `buffered` octets already in the read buffer: the
+    /// room to reserve for the next read. Never more than the record limit
+    /// plus one header, since the fragment's header was checked against it.
     pub fn read_hint(&self, buffered: usize) -> usize {
         match self.state {
             State::Header | State::Failed => HEADER_LEN.saturating_sub(buffered).max(1),
@@ -555,22 +542,20 @@ mod tests {
     }
 
     #[test]
-    fn large_fragment_split_into_partial_pieces() {
+    fn large_fragment_fed_in_chunks_is_one_piece() {
         let payload: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
         let wire = RecordEncoder::new(1 << 30).encode_to_vec(&[Bytes::from(payload.clone())]);
         let mut d = RecordDecoder::default();
         let mut buf = BytesMut::new();
         let mut out = None;
-        for chunk in wire.chunks(100_000) {
+        for chunk in wire.chunks(10_000) {
             buf.extend_from_slice(chunk);
             if let Some(r) = d.decode(&mut buf).unwrap() {
                 out = Some(r);
             }
-            // The buffer never holds more than one read's worth.
-            assert!(buf.len() < MIN_PARTIAL_PIECE + 100_000);
         }
         let rec = out.unwrap();
-        assert!(rec.pieces().len() > 1);
+        assert_eq!(rec.pieces().len(), 1);
         assert_eq!(rec.into_contiguous().to_vec(), payload);
     }
 

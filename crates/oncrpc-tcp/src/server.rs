@@ -3,8 +3,9 @@
 //! they complete.
 //!
 //! The server is generic over a [`RecordService`], which maps one call record
-//! to the reply message; [`crate::DispatchService`] adapts an
-//! `oncrpc::Dispatcher`.
+//! to the reply message; [`oncrpc::Dispatcher`] implements it, so
+//! `TcpServer::bind(addr, Arc::new(dispatcher), config)` serves any set of
+//! [`oncrpc::Service`]s.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use oncrpc::{DispatchOutcome, Payload, Piece};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -35,6 +37,22 @@ pub trait RecordService: Send + Sync + 'static {
         record: Record,
         peer: SocketAddr,
     ) -> impl Future<Output = Option<Vec<Bytes>>> + Send;
+}
+
+impl RecordService for oncrpc::Dispatcher {
+    /// Dispatches the call; the record's fragments become the `Xdr` pieces of
+    /// the message (no copy), and the reply's pieces (with the zero pads of
+    /// its DDP-eligible items) go out as they are.
+    async fn handle(&self, record: Record, peer: SocketAddr) -> Option<Vec<Bytes>> {
+        let msg = Payload::from_pieces(record.into_pieces().into_iter().map(Piece::Xdr));
+        match self.dispatch(msg).await {
+            DispatchOutcome::Reply(reply) => Some(reply.xdr_chunks().collect()),
+            DispatchOutcome::Drop(reason) => {
+                debug!(%peer, ?reason, "no reply to a message that is not a decodable call");
+                None
+            }
+        }
+    }
 }
 
 /// Tunables of a [`TcpServer`].

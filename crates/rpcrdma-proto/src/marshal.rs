@@ -1,0 +1,598 @@
+//! Requester marshaling plan (RFC 8166 §3.5): choose Short, Chunked or Long
+//! Call, provision Write chunks and a Reply chunk, and list the memory the
+//! transport must register.
+//!
+//! Flow for the transport:
+//! 1. describe the call as [`Item`]s and the expected reply as a
+//!    [`ReplyShape`]; call [`plan_call`];
+//! 2. register every [`Region`] (a call item, the reduced Payload stream, or
+//!    a receive buffer for a Write chunk / the Reply chunk) with its
+//!    [`Access`]; then [`CallPlan::set_region`] with the handle and the base
+//!    address (or offset) the registration produced;
+//! 3. encode [`CallPlan::header`] and Send it followed by
+//!    [`CallPlan::inline`] (empty for a Long Call);
+//! 4. keep [`CallPlan::offered`] to validate and reassemble the reply.
+
+use crate::stream::{pad4, push_span, roundup4, spans_len, Item, Span};
+use crate::wire::{
+    BodyRepr, ChunkListsRepr, HeaderRepr, ReadSegment, Segment, WriteChunkRepr, FIXED_LEN,
+    RPCRDMA_VERSION,
+};
+
+/// The two inline thresholds of a connection (RFC 8166 §3.3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Thresholds {
+    /// Largest Send from Requester to Responder.
+    pub call_inline: u32,
+    /// Largest Send from Responder to Requester.
+    pub reply_inline: u32,
+}
+
+impl Default for Thresholds {
+    /// 1024 bytes each way (RFC 8166 §3.3.3).
+    fn default() -> Self {
+        Thresholds {
+            call_inline: 1024,
+            reply_inline: 1024,
+        }
+    }
+}
+
+/// Limits on the chunks this Requester builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ChunkLimits {
+    /// Segments per chunk (default 16, as Linux and RFC 8267).
+    pub max_segments_per_chunk: u32,
+    /// Bytes per segment (what one registration may cover; default 1 MiB).
+    pub max_segment_bytes: u32,
+}
+
+impl Default for ChunkLimits {
+    fn default() -> Self {
+        ChunkLimits {
+            max_segments_per_chunk: 16,
+            max_segment_bytes: 1 << 20,
+        }
+    }
+}
+
+/// What the Requester expects back (RFC 8166 §6.2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplyShape {
+    /// One entry per DDP-eligible result, in XDR order: the largest content
+    /// length to provision a Write chunk for. Zero offers an empty Write
+    /// chunk, which forces that result inline (§4.3.2). An empty vector
+    /// offers an empty Write list.
+    pub write_chunks: Vec<u32>,
+    /// Largest reply Payload stream (RPC reply header included) when the
+    /// offered Write chunks are used; results forced inline must be counted.
+    pub max_reduced_len: u64,
+}
+
+/// The message type a plan chose (RFC 8166 §3.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// RDMA_MSG with the whole Payload stream inline.
+    Short,
+    /// RDMA_MSG with DDP-eligible items reduced into Read chunks.
+    Chunked,
+    /// RDMA_NOMSG with a Position-Zero Read chunk (plus Read chunks for
+    /// reduced items).
+    Long,
+}
+
+/// What a region to register holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RegionSource {
+    /// The content of call item `item` (a reduced DDP item; no pad).
+    CallItem {
+        /// Index into the call's items.
+        item: usize,
+    },
+    /// The reduced Payload stream, as [`CallPlan::payload`] describes it
+    /// (the content of a Position-Zero Read chunk).
+    CallPayload,
+    /// A receive buffer for the reply's Write chunk `chunk`.
+    ReplyWriteChunk {
+        /// Index in the Write list.
+        chunk: usize,
+    },
+    /// A receive buffer for the reply's Reply chunk.
+    ReplyChunk,
+}
+
+/// Remote access a region needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// The Responder reads it (Read chunks).
+    RemoteRead,
+    /// The Responder writes it (Write and Reply chunks).
+    RemoteWrite,
+}
+
+/// Which header segment a [`SegmentRef`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SegmentSlot {
+    /// Entry `i` of the Read list.
+    Read(usize),
+    /// Segment `segment` of Write chunk `chunk`.
+    Write {
+        /// Write chunk index.
+        chunk: usize,
+        /// Segment index.
+        segment: usize,
+    },
+    /// Segment `i` of the Reply chunk.
+    Reply(usize),
+}
+
+/// A header segment that covers part of a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentRef {
+    /// The segment in the header.
+    pub slot: SegmentSlot,
+    /// Its byte offset within the region.
+    pub offset: u64,
+    /// Its length.
+    pub len: u32,
+}
+
+/// A memory region the transport must register before sending.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Region {
+    /// What it holds.
+    pub source: RegionSource,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The access to grant.
+    pub access: Access,
+    /// The header segments that describe it, in order.
+    pub segments: Vec<SegmentRef>,
+}
+
+/// The chunks a call offered for its reply, kept to validate the reply
+/// (RFC 8166 §3.4.6, §4.3.3) and to locate the returned data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OfferedChunks {
+    /// Offered Write chunks.
+    pub write_list: Vec<WriteChunkRepr>,
+    /// Offered Reply chunk.
+    pub reply_chunk: Option<WriteChunkRepr>,
+}
+
+impl OfferedChunks {
+    /// Taken from a received call's chunk lists (what a Responder answers).
+    pub fn from_chunks(c: &crate::wire::ChunkLists<'_>) -> OfferedChunks {
+        OfferedChunks {
+            write_list: c.write_list.chunks().map(|w| w.to_repr()).collect(),
+            reply_chunk: c.reply_chunk.map(|r| r.to_repr()),
+        }
+    }
+}
+
+/// A planned call.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CallPlan {
+    /// Message type chosen.
+    pub kind: CallKind,
+    /// The transport header; segment handles are zero and offsets are
+    /// region-relative until [`set_region`](Self::set_region) fills them.
+    pub header: HeaderRepr,
+    /// Regions to register.
+    pub regions: Vec<Region>,
+    /// The reduced Payload stream: DDP items that were reduced are gone,
+    /// pads of the others are [`Span::Zeros`].
+    pub payload: Vec<Span>,
+    /// Length of the unreduced Payload stream.
+    pub unreduced_len: u64,
+}
+
+impl CallPlan {
+    /// What follows the header in the Send (empty for a Long Call).
+    pub fn inline(&self) -> &[Span] {
+        match self.kind {
+            CallKind::Long => &[],
+            _ => &self.payload,
+        }
+    }
+
+    /// Bytes of the Send: header plus inline Payload.
+    pub fn send_len(&self) -> u64 {
+        self.header.buffer_len() as u64 + spans_len(self.inline())
+    }
+
+    /// Records the registration of region `region`: every segment in it gets
+    /// `handle`, and `base` plus its offset within the region.
+    pub fn set_region(&mut self, region: usize, handle: u32, base: u64) {
+        let Some(r) = self.regions.get(region) else {
+            return;
+        };
+        let refs = r.segments.clone();
+        for s in refs {
+            self.set_segment(s.slot, handle, base + s.offset);
+        }
+    }
+
+    /// Sets one segment's handle and offset.
+    pub fn set_segment(&mut self, slot: SegmentSlot, handle: u32, offset: u64) {
+        let Some(c) = self.header.chunks_mut() else {
+            return;
+        };
+        let seg = match slot {
+            SegmentSlot::Read(i) => c.read_list.get_mut(i).map(|r| &mut r.segment),
+            SegmentSlot::Write { chunk, segment } => c
+                .write_list
+                .get_mut(chunk)
+                .and_then(|w| w.segments.get_mut(segment)),
+            SegmentSlot::Reply(i) => c.reply_chunk.as_mut().and_then(|w| w.segments.get_mut(i)),
+        };
+        if let Some(seg) = seg {
+            seg.handle = handle;
+            seg.offset = offset;
+        }
+    }
+
+    /// The Write chunks and Reply chunk offered, as currently filled in.
+    pub fn offered(&self) -> OfferedChunks {
+        match self.header.chunks() {
+            Some(c) => OfferedChunks {
+                write_list: c.write_list.clone(),
+                reply_chunk: c.reply_chunk.clone(),
+            },
+            None => OfferedChunks::default(),
+        }
+    }
+}
+
+/// Why a call cannot be planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum PlanError {
+    /// A DDP item is not at a 4-byte aligned Position (RFC 8166 §3.4.5).
+    #[error("DDP item {item} is at unaligned position {position}")]
+    Misaligned {
+        /// Item index.
+        item: usize,
+        /// Its unreduced offset.
+        position: u64,
+    },
+    /// A chunk would need more segments than allowed.
+    #[error("a chunk of {len} bytes needs more than {max} segments")]
+    TooManySegments {
+        /// Chunk length.
+        len: u64,
+        /// Segment limit.
+        max: u32,
+    },
+    /// The transport header alone does not fit the call inline threshold.
+    #[error("transport header of {0} bytes exceeds the call inline threshold")]
+    HeaderTooLarge(usize),
+    /// A stream longer than 4 GiB cannot be described by 32-bit Positions.
+    #[error("Payload stream too long for RPC-over-RDMA")]
+    TooLong,
+    /// Limits are unusable (zero segments or zero bytes per segment).
+    #[error("chunk limits allow no segment")]
+    BadLimits,
+}
+
+/// Splits `len` bytes into segment lengths.
+fn split(len: u64, limits: &ChunkLimits) -> Result<Vec<u32>, PlanError> {
+    let per = limits.max_segment_bytes as u64;
+    if per == 0 || limits.max_segments_per_chunk == 0 {
+        return Err(PlanError::BadLimits);
+    }
+    let n = len.div_ceil(per).max(1);
+    if n > limits.max_segments_per_chunk as u64 {
+        return Err(PlanError::TooManySegments {
+            len,
+            max: limits.max_segments_per_chunk,
+        });
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    let mut rest = len;
+    for _ in 0..n {
+        let l = rest.min(per);
+        out.push(l as u32);
+        rest -= l;
+    }
+    Ok(out)
+}
+
+/// Plans the Write list and Reply chunk for the expected reply.
+fn plan_reply_chunks(
+    reply: &ReplyShape,
+    th: &Thresholds,
+    limits: &ChunkLimits,
+    chunks: &mut ChunkListsRepr,
+    regions: &mut Vec<Region>,
+) -> Result<(), PlanError> {
+    for (ci, &max) in reply.write_chunks.iter().enumerate() {
+        if max == 0 {
+            chunks.write_list.push(WriteChunkRepr::default());
+            continue;
+        }
+        // No pad space: a Responder MUST NOT write roundup (§3.4.6).
+        let lens = split(max as u64, limits)?;
+        let mut refs = Vec::with_capacity(lens.len());
+        let mut segs = Vec::with_capacity(lens.len());
+        let mut off = 0u64;
+        for (si, &l) in lens.iter().enumerate() {
+            segs.push(Segment {
+                handle: 0,
+                length: l,
+                offset: off,
+            });
+            refs.push(SegmentRef {
+                slot: SegmentSlot::Write {
+                    chunk: ci,
+                    segment: si,
+                },
+                offset: off,
+                len: l,
+            });
+            off += l as u64;
+        }
+        chunks.write_list.push(WriteChunkRepr { segments: segs });
+        regions.push(Region {
+            source: RegionSource::ReplyWriteChunk { chunk: ci },
+            len: max as u64,
+            access: Access::RemoteWrite,
+            segments: refs,
+        });
+    }
+    // A Reply chunk whenever the largest reply might not fit inline (§4.3.3):
+    // the reply's header echoes our Write list and an absent Reply chunk.
+    let reply_hdr = FIXED_LEN as u64
+        + ChunkListsRepr {
+            read_list: vec![],
+            write_list: chunks.write_list.clone(),
+            reply_chunk: None,
+        }
+        .buffer_len() as u64;
+    if reply_hdr + reply.max_reduced_len > th.reply_inline as u64 {
+        let cap = roundup4(reply.max_reduced_len);
+        if cap > u32::MAX as u64 {
+            return Err(PlanError::TooLong);
+        }
+        let lens = split(cap, limits)?;
+        let mut refs = Vec::with_capacity(lens.len());
+        let mut segs = Vec::with_capacity(lens.len());
+        let mut off = 0u64;
+        for (si, &l) in lens.iter().enumerate() {
+            segs.push(Segment {
+                handle: 0,
+                length: l,
+                offset: off,
+            });
+            refs.push(SegmentRef {
+                slot: SegmentSlot::Reply(si),
+                offset: off,
+                len: l,
+            });
+            off += l as u64;
+        }
+        chunks.reply_chunk = Some(WriteChunkRepr { segments: segs });
+        regions.push(Region {
+            source: RegionSource::ReplyChunk,
+            len: cap,
+            access: Access::RemoteWrite,
+            segments: refs,
+        });
+    }
+    Ok(())
+}
+
+/// Adds a Read chunk at `position` covering `len` bytes of `source`.
+fn push_read_chunk(
+    position: u32,
+    len: u64,
+    source: RegionSource,
+    limits: &ChunkLimits,
+    chunks: &mut ChunkListsRepr,
+    regions: &mut Vec<Region>,
+) -> Result<(), PlanError> {
+    let lens = split(len, limits)?;
+    let mut refs = Vec::with_capacity(lens.len());
+    let mut off = 0u64;
+    for &l in &lens {
+        refs.push(SegmentRef {
+            slot: SegmentSlot::Read(chunks.read_list.len()),
+            offset: off,
+            len: l,
+        });
+        chunks.read_list.push(ReadSegment {
+            position,
+            segment: Segment {
+                handle: 0,
+                length: l,
+                offset: off,
+            },
+        });
+        off += l as u64;
+    }
+    regions.push(Region {
+        source,
+        len,
+        access: Access::RemoteRead,
+        segments: refs,
+    });
+    Ok(())
+}
+
+/// Plans an RPC Call (RFC 8166 §3.5):
+/// - **Short** when header plus the whole stream fit the call inline
+///   threshold;
+/// - otherwise **Chunked**: every non-empty DDP item reduced into a Read
+///   chunk at its exact Position, pad removed from the stream and not put in
+///   the chunk (§3.4.5);
+/// - otherwise **Long**: RDMA_NOMSG whose Position-Zero Read chunk carries
+///   the reduced stream, pads included (§3.5.3), beside the item chunks.
+///
+/// Write chunks and a Reply chunk are provisioned from `reply` (§3.4.6,
+/// §4.3.3) whatever the call's kind.
+pub fn plan_call(
+    xid: u32,
+    credit: u32,
+    items: &[Item],
+    reply: &ReplyShape,
+    th: &Thresholds,
+    limits: &ChunkLimits,
+) -> Result<CallPlan, PlanError> {
+    let mut chunks = ChunkListsRepr::default();
+    let mut regions = Vec::new();
+    plan_reply_chunks(reply, th, limits, &mut chunks, &mut regions)?;
+
+    // Unreduced positions of the items, and the two candidate payloads.
+    let mut pos = 0u64;
+    let mut full = Vec::with_capacity(items.len() + 4);
+    let mut reduced = Vec::with_capacity(items.len());
+    let mut ddp: Vec<(usize, u64, u32)> = Vec::new(); // (item, position, len)
+    for (i, it) in items.iter().enumerate() {
+        match *it {
+            Item::Xdr(n) => {
+                push_span(
+                    &mut full,
+                    Span::Item {
+                        item: i,
+                        offset: 0,
+                        len: n,
+                    },
+                );
+                push_span(
+                    &mut reduced,
+                    Span::Item {
+                        item: i,
+                        offset: 0,
+                        len: n,
+                    },
+                );
+            }
+            Item::Ddp(n) => {
+                if !pos.is_multiple_of(4) {
+                    return Err(PlanError::Misaligned {
+                        item: i,
+                        position: pos,
+                    });
+                }
+                let pad = Span::Zeros(pad4(n as u64) as u32);
+                push_span(
+                    &mut full,
+                    Span::Item {
+                        item: i,
+                        offset: 0,
+                        len: n,
+                    },
+                );
+                push_span(&mut full, pad);
+                if n == 0 || pos == 0 {
+                    // Nothing to move, or an item where the RPC header must
+                    // start (Position Zero is reserved for Long Calls): the
+                    // item stays in the stream.
+                    push_span(
+                        &mut reduced,
+                        Span::Item {
+                            item: i,
+                            offset: 0,
+                            len: n,
+                        },
+                    );
+                    push_span(&mut reduced, pad);
+                } else {
+                    ddp.push((i, pos, n));
+                }
+            }
+        }
+        pos += it.unreduced_len();
+    }
+    let unreduced_len = pos;
+    if unreduced_len > u32::MAX as u64 {
+        return Err(PlanError::TooLong);
+    }
+    let base_hdr = FIXED_LEN + chunks.buffer_len();
+
+    // Short message.
+    if base_hdr as u64 + unreduced_len <= th.call_inline as u64 {
+        return Ok(CallPlan {
+            kind: CallKind::Short,
+            header: HeaderRepr {
+                xid,
+                vers: RPCRDMA_VERSION,
+                credit,
+                body: BodyRepr::Msg(chunks),
+            },
+            regions,
+            payload: full,
+            unreduced_len,
+        });
+    }
+
+    // Chunked message: reduce the DDP items.
+    let mut ch = chunks.clone();
+    let mut rg = regions.clone();
+    for &(item, position, n) in &ddp {
+        push_read_chunk(
+            position as u32,
+            n as u64,
+            RegionSource::CallItem { item },
+            limits,
+            &mut ch,
+            &mut rg,
+        )?;
+    }
+    let hdr = FIXED_LEN + ch.buffer_len();
+    let reduced_len = spans_len(&reduced);
+    if !ddp.is_empty() && hdr as u64 + reduced_len <= th.call_inline as u64 {
+        return Ok(CallPlan {
+            kind: CallKind::Chunked,
+            header: HeaderRepr {
+                xid,
+                vers: RPCRDMA_VERSION,
+                credit,
+                body: BodyRepr::Msg(ch),
+            },
+            regions: rg,
+            payload: reduced,
+            unreduced_len,
+        });
+    }
+
+    // Long Call: a Position-Zero Read chunk first, then the item chunks.
+    let mut ch = chunks;
+    let mut rg = regions;
+    // Read list entries for Position Zero come first; item chunks keep
+    // increasing Positions after it.
+    let reduced_len = spans_len(&reduced);
+    push_read_chunk(
+        0,
+        reduced_len,
+        RegionSource::CallPayload,
+        limits,
+        &mut ch,
+        &mut rg,
+    )?;
+    for &(item, position, n) in &ddp {
+        push_read_chunk(
+            position as u32,
+            n as u64,
+            RegionSource::CallItem { item },
+            limits,
+            &mut ch,
+            &mut rg,
+        )?;
+    }
+    let hdr = FIXED_LEN + ch.buffer_len();
+    if hdr > th.call_inline as usize {
+        return Err(PlanError::HeaderTooLarge(hdr));
+    }
+    Ok(CallPlan {
+        kind: CallKind::Long,
+        header: HeaderRepr {
+            xid,
+            vers: RPCRDMA_VERSION,
+            credit,
+            body: BodyRepr::NoMsg(ch),
+        },
+        regions: rg,
+        payload: reduced,
+        unreduced_len,
+    })
+}

@@ -1,0 +1,156 @@
+//! Abstract description of an RPC message's XDR stream for planning.
+//!
+//! The transport maps its own message representation onto a slice of
+//! [`Item`]s: runs of ordinary XDR bytes, and DDP-eligible opaque items whose
+//! 4-byte length word sits at the end of the preceding [`Item::Xdr`] run and
+//! whose XDR roundup pad is implied (RFC 8166 §3.4.4). Plans refer back to
+//! the items by index through [`Span`]s, so the transport can send or
+//! register the bytes where they already are.
+
+/// One element of an unreduced XDR stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Item {
+    /// `n` bytes of XDR carried as they are.
+    Xdr(u32),
+    /// The content (`n` bytes, without pad) of a DDP-eligible opaque item.
+    /// In the unreduced stream it occupies `n` rounded up to 4 bytes.
+    Ddp(u32),
+}
+
+impl Item {
+    /// Bytes the item occupies in the unreduced stream (pad included).
+    pub fn unreduced_len(&self) -> u64 {
+        match *self {
+            Item::Xdr(n) => n as u64,
+            Item::Ddp(n) => roundup4(n as u64),
+        }
+    }
+}
+
+/// A piece of bytes the transport must supply: part of an item, or zeros
+/// (XDR roundup pad of a DDP item that was not reduced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Span {
+    /// `len` bytes of item `item` starting at `offset` within it.
+    Item {
+        /// Index into the items slice.
+        item: usize,
+        /// Offset within the item.
+        offset: u32,
+        /// Number of bytes.
+        len: u32,
+    },
+    /// `len` zero bytes.
+    Zeros(u32),
+}
+
+impl Span {
+    /// Number of bytes.
+    pub fn len(&self) -> u32 {
+        match *self {
+            Span::Item { len, .. } | Span::Zeros(len) => len,
+        }
+    }
+
+    /// True for a zero-length span.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sub-span `[from, from + len)` of this span.
+    pub fn slice(&self, from: u32, len: u32) -> Span {
+        match *self {
+            Span::Item { item, offset, .. } => Span::Item {
+                item,
+                offset: offset + from,
+                len,
+            },
+            Span::Zeros(_) => Span::Zeros(len),
+        }
+    }
+}
+
+/// Total length of a list of spans.
+pub fn spans_len(spans: &[Span]) -> u64 {
+    spans.iter().map(|s| s.len() as u64).sum()
+}
+
+/// Copies spans into contiguous bytes, given each item's bytes (test and
+/// tool convenience; the transport gathers instead).
+pub fn gather(spans: &[Span], items: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(spans_len(spans) as usize);
+    for s in spans {
+        match *s {
+            Span::Item { item, offset, len } => {
+                let b = items[item];
+                out.extend_from_slice(&b[offset as usize..(offset + len) as usize]);
+            }
+            Span::Zeros(n) => out.resize(out.len() + n as usize, 0),
+        }
+    }
+    out
+}
+
+/// `n` rounded up to a multiple of 4 (XDR roundup, RFC 4506 §3).
+pub fn roundup4(n: u64) -> u64 {
+    (n + 3) & !3
+}
+
+/// XDR pad length for `n` content bytes.
+pub fn pad4(n: u64) -> u64 {
+    roundup4(n) - n
+}
+
+/// Appends `spans` to `out`, merging with the last span where contiguous.
+pub(crate) fn push_span(out: &mut Vec<Span>, s: Span) {
+    if s.is_empty() {
+        return;
+    }
+    if let Some(last) = out.last_mut() {
+        match (last, s) {
+            (
+                Span::Item { item, offset, len },
+                Span::Item {
+                    item: i2,
+                    offset: o2,
+                    len: l2,
+                },
+            ) if *item == i2 && *offset + *len == o2 => {
+                *len += l2;
+                return;
+            }
+            (Span::Zeros(n), Span::Zeros(m)) => {
+                *n += m;
+                return;
+            }
+            _ => {}
+        }
+    }
+    out.push(s);
+}
+
+/// Splits a sequence of spans at byte boundaries given by `lens`, yielding
+/// for each target piece the list of spans covering it.
+pub(crate) fn split_spans(spans: &[Span], lens: &[u32]) -> Vec<Vec<Span>> {
+    let mut out = Vec::with_capacity(lens.len());
+    let mut idx = 0usize;
+    let mut used = 0u32; // bytes of spans[idx] already consumed
+    for &want in lens {
+        let mut piece = Vec::new();
+        let mut need = want;
+        while need > 0 && idx < spans.len() {
+            let s = spans[idx];
+            let avail = s.len() - used;
+            let take = avail.min(need);
+            push_span(&mut piece, s.slice(used, take));
+            need -= take;
+            used += take;
+            if used == s.len() {
+                idx += 1;
+                used = 0;
+            }
+        }
+        out.push(piece);
+    }
+    out
+}

@@ -566,7 +566,7 @@ impl XdrRead for PayloadDecoder<'_> {
     }
 
     fn fixed_opaque_bytes(&mut self, len: usize) -> xdr::Result<Bytes> {
-        let needed = len.checked_add(pad_len(len)).unwrap_or(usize::MAX);
+        let needed = len.saturating_add(pad_len(len));
         if needed > self.remaining() {
             return Err(self.truncated(needed));
         }

@@ -80,6 +80,9 @@ pub trait Service: Send + Sync + 'static {
     fn handle(&self, call: Call) -> impl Future<Output = Result<Payload, ProcError>> + Send;
 }
 
+/// prog -> services with their version ranges.
+type ProgramTable = BTreeMap<u32, Vec<(RangeInclusive<u32>, Arc<dyn DynService>)>>;
+
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Object-safe form of [`Service`], used inside the [`Dispatcher`].
@@ -151,7 +154,7 @@ pub struct Dispatcher {
 
 struct Inner {
     /// prog -> (version range, service), ordered by range start.
-    programs: BTreeMap<u32, Vec<(RangeInclusive<u32>, Arc<dyn DynService>)>>,
+    programs: ProgramTable,
 }
 
 impl core::fmt::Debug for Dispatcher {
@@ -171,7 +174,7 @@ impl core::fmt::Debug for Dispatcher {
 /// Collects services for a [`Dispatcher`].
 #[derive(Default)]
 pub struct DispatcherBuilder {
-    programs: BTreeMap<u32, Vec<(RangeInclusive<u32>, Arc<dyn DynService>)>>,
+    programs: ProgramTable,
 }
 
 impl DispatcherBuilder {

@@ -59,7 +59,7 @@ impl<'a> Decoder<'a> {
     pub fn fixed_opaque(&mut self, len: usize) -> Result<&'a [u8]> {
         let pad = pad_len(len);
         let rest = self.rest();
-        let needed = len.checked_add(pad).unwrap_or(usize::MAX);
+        let needed = len.saturating_add(pad);
         if needed > rest.len() {
             return Err(Error::Truncated {
                 needed,

@@ -4,5 +4,8 @@
 #![deny(missing_docs)]
 
 pub mod capture;
+pub mod cq;
 pub mod crc;
+pub mod engine;
+pub mod mem;
 pub mod wire;

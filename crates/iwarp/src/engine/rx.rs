@@ -1,0 +1,822 @@
+//! Receive half: the TCP byte stream → FPDUs → DDP placement → RDMAP
+//! completions (RFC 5044 §4, RFC 5041 §5–§7, RFC 5040 §5–§7).
+//!
+//! Headers and trailers go through a small staging buffer; payload of
+//! tagged segments and Sends is read **from the socket straight into the
+//! registered buffer** whenever no staged bytes are pending (and, while large
+//! segments stream, staging reads are sized to stop at the next payload).
+//! Each chunk is placed under the region's lock after re-checking the STag
+//! (validity, key, PD, rights, bounds), so an invalidation takes effect
+//! atomically with respect to placement. The CRC is computed over the bytes
+//! as placed.
+//!
+//! Errors found in a header are acted upon only after the FPDU's CRC was
+//! checked (a corrupted FPDU is reported as a CRC error, RFC 5044 §8);
+//! nothing is delivered (no completion, invalidation, Read Response or
+//! Terminate processing) before the CRC of its last FPDU checks.
+
+use super::{InboundRead, QpShared};
+use crate::crc::{self, Crc32c};
+use crate::mem::{MemError, Region};
+use crate::wire::ddp::header_len_for;
+use crate::wire::fpdu::pad_len;
+use crate::wire::rdmap::{ParseFailure, RdmapRepr, ReadRequestRepr, READ_REQUEST_LEN};
+use crate::wire::terminate::{TerminateCause, TerminateRepr, MAX_BODY_LEN};
+use rdma_verbs::{Access, ConnError, Sge, WcOpcode, WcStatus, WorkCompletion};
+use std::io;
+use std::sync::Arc;
+
+/// Staging buffer size (headers, trailers, small messages).
+const STAGE_CAP: usize = 32 * 1024;
+/// A segment payload at least this long switches staging reads to
+/// "stop before the next payload" mode.
+const BIG_PAYLOAD: usize = 4096;
+/// Bytes processed per [`Rx::recv`] call before returning to the driver.
+const RECV_BUDGET: usize = 8 * 1024 * 1024;
+
+/// Outcome of [`Rx::recv`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxStatus {
+    /// The source has no more bytes now.
+    WouldBlock,
+    /// The processing budget is used up; call again (after yielding).
+    Budget,
+    /// The stream ended in an orderly way (at an FPDU boundary).
+    Eof,
+    /// The QP is dead (error detected or Terminate received).
+    Dead,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    Header,
+    Payload,
+    Trailer,
+}
+
+/// A scatter list being filled (receive WR or RDMA Read sink).
+#[derive(Debug)]
+struct SglCursor {
+    sgl: Vec<Sge>,
+    idx: usize,
+    off: u64,
+    cached: Option<(usize, Arc<Region>)>,
+}
+
+impl SglCursor {
+    fn at(sgl: Vec<Sge>, mut pos: u64) -> Self {
+        let mut idx = 0;
+        while idx < sgl.len() && pos >= u64::from(sgl[idx].length) {
+            pos -= u64::from(sgl[idx].length);
+            idx += 1;
+        }
+        SglCursor {
+            sgl,
+            idx,
+            off: pos,
+            cached: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Target {
+    /// Payload is skipped (error pending, or zero-length).
+    Discard,
+    /// Payload is copied into `small` (Read Request body, Terminate body).
+    Small,
+    /// RDMA Write into a tagged buffer.
+    Tagged { region: Arc<Region>, stag: u32, to: u64 },
+    /// Receive buffer or Read Response sink.
+    Sgl(SglCursor),
+}
+
+/// Where the current Send lands.
+#[derive(Debug)]
+struct CurRecv {
+    wr_id: u64,
+    sgl: Vec<Sge>,
+    cap: u64,
+    placed: u64,
+    msn: u32,
+}
+
+/// Receive half of one QP.
+#[derive(Debug)]
+pub struct Rx {
+    sh: Arc<QpShared>,
+    crc_on: bool,
+    stage: Vec<u8>,
+    start: usize,
+    end: usize,
+    st: St,
+    crc: Crc32c,
+    /// ULPDU_Length + DDP header (+ Read Request body once read).
+    hdr: [u8; 2 + 18 + READ_REQUEST_LEN],
+    hdr_have: usize,
+    hdr_need: usize,
+    repr: Option<RdmapRepr>,
+    payload_len: usize,
+    remaining: usize,
+    trailer_need: usize,
+    trailer: [u8; 7],
+    trailer_have: usize,
+    target: Target,
+    pending: Option<(TerminateCause, Option<WorkCompletion>)>,
+    small: [u8; MAX_BODY_LEN],
+    small_len: usize,
+    big_mode: bool,
+    send_msn: u32,
+    rreq_msn: u32,
+    recv_cur: Option<CurRecv>,
+    rresp_placed: u64,
+    dead: bool,
+    fpdus: u64,
+}
+
+impl Rx {
+    /// A receive half; `crc_on` if CRC was negotiated.
+    pub fn new(sh: Arc<QpShared>, crc_on: bool) -> Self {
+        Rx {
+            sh,
+            crc_on,
+            stage: vec![0; STAGE_CAP],
+            start: 0,
+            end: 0,
+            st: St::Header,
+            crc: Crc32c::new(),
+            hdr: [0; 2 + 18 + READ_REQUEST_LEN],
+            hdr_have: 0,
+            hdr_need: 3,
+            repr: None,
+            payload_len: 0,
+            remaining: 0,
+            trailer_need: 0,
+            trailer: [0; 7],
+            trailer_have: 0,
+            target: Target::Discard,
+            pending: None,
+            small: [0; MAX_BODY_LEN],
+            small_len: 0,
+            big_mode: false,
+            send_msn: 1,
+            rreq_msn: 1,
+            recv_cur: None,
+            rresp_placed: 0,
+            dead: false,
+            fpdus: 0,
+        }
+    }
+
+    /// FPDUs received so far.
+    pub fn fpdus(&self) -> u64 {
+        self.fpdus
+    }
+
+    /// True once an error was detected or a Terminate received.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// Bytes already read from the stream but not processed (e.g. the
+    /// first FPDU bytes that arrived with the MPA Reply).
+    pub fn push_initial(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(STAGE_CAP - self.end);
+        self.stage[self.end..self.end + n].copy_from_slice(&bytes[..n]);
+        self.end += n;
+    }
+
+    /// Processes the stream: `read` fills the slice it is given with the
+    /// next stream bytes (returns 0 at end of stream, `WouldBlock` when no
+    /// bytes are available now). Payload is read straight into registered
+    /// memory when possible.
+    pub fn recv<F>(&mut self, mut read: F) -> io::Result<RxStatus>
+    where
+        F: FnMut(&mut [u8]) -> io::Result<usize>,
+    {
+        let mut budget = RECV_BUDGET;
+        loop {
+            if self.dead {
+                return Ok(RxStatus::Dead);
+            }
+            // Consume staged bytes first.
+            if self.start < self.end {
+                let before = self.start;
+                self.step_staged();
+                budget = budget.saturating_sub(self.start.saturating_sub(before));
+            }
+            if self.dead {
+                return Ok(RxStatus::Dead);
+            }
+            if budget == 0 {
+                return Ok(RxStatus::Budget);
+            }
+            // Need more bytes.
+            let direct = self.st == St::Payload
+                && self.remaining > 0
+                && matches!(self.target, Target::Tagged { .. } | Target::Sgl(_));
+            let r = if direct {
+                self.place_direct(&mut read)
+            } else {
+                self.fill_stage(&mut read)
+            };
+            match r {
+                Ok(0) => {
+                    if self.st == St::Header && self.hdr_have == 0 && self.start == self.end {
+                        return Ok(RxStatus::Eof);
+                    }
+                    self.fatal_llp("connection closed in the middle of an FPDU");
+                    return Ok(RxStatus::Dead);
+                }
+                Ok(n) => budget = budget.saturating_sub(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(RxStatus::WouldBlock),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn fill_stage<F>(&mut self, read: &mut F) -> io::Result<usize>
+    where
+        F: FnMut(&mut [u8]) -> io::Result<usize>,
+    {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.start > STAGE_CAP / 2 {
+            self.stage.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let mut max = STAGE_CAP - self.end;
+        if self.big_mode {
+            // Stop before the next payload so it can be placed directly.
+            let want = match self.st {
+                St::Header => self.hdr_need.saturating_sub(self.hdr_have).max(1) + 16,
+                St::Trailer => self.trailer_need - self.trailer_have + 16,
+                St::Payload => self.remaining + 7,
+            };
+            max = max.min(want);
+        }
+        let n = read(&mut self.stage[self.end..self.end + max])?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Advances the state machine over staged bytes.
+    fn step_staged(&mut self) {
+        while self.start < self.end && !self.dead {
+            match self.st {
+                St::Header => {
+                    let take = (self.hdr_need - self.hdr_have).min(self.end - self.start);
+                    self.hdr[self.hdr_have..self.hdr_have + take]
+                        .copy_from_slice(&self.stage[self.start..self.start + take]);
+                    self.hdr_have += take;
+                    self.start += take;
+                    if self.hdr_have == 3 && self.hdr_need == 3 {
+                        self.hdr_need = 2 + header_len_for(self.hdr[2]);
+                    }
+                    if self.hdr_have == self.hdr_need {
+                        self.on_header();
+                    }
+                }
+                St::Payload => {
+                    if self.remaining == 0 {
+                        self.enter_trailer();
+                        continue;
+                    }
+                    let n = self.remaining.min(self.end - self.start);
+                    match self.place_from_stage(n) {
+                        Ok(()) => {}
+                        Err(()) => return,
+                    }
+                    if self.remaining == 0 {
+                        self.enter_trailer();
+                    }
+                }
+                St::Trailer => {
+                    let take = (self.trailer_need - self.trailer_have).min(self.end - self.start);
+                    self.trailer[self.trailer_have..self.trailer_have + take]
+                        .copy_from_slice(&self.stage[self.start..self.start + take]);
+                    self.trailer_have += take;
+                    self.start += take;
+                    if self.trailer_have == self.trailer_need {
+                        self.on_trailer();
+                    }
+                }
+            }
+        }
+    }
+
+    fn enter_trailer(&mut self) {
+        let ulpdu_len = self.hdr_need - 2 + self.payload_len;
+        self.trailer_need = pad_len(ulpdu_len) + 4;
+        self.trailer_have = 0;
+        self.st = St::Trailer;
+    }
+
+    fn defer(&mut self, cause: TerminateCause, wc: Option<WorkCompletion>) {
+        if self.pending.is_none() {
+            self.pending = Some((cause, wc));
+        }
+        self.target = Target::Discard;
+    }
+
+    fn on_header(&mut self) {
+        self.on_header_inner();
+        if !self.dead && self.st == St::Payload && self.remaining == 0 {
+            self.enter_trailer();
+        }
+    }
+
+    fn on_header_inner(&mut self) {
+        let ulpdu_len = usize::from(u16::from_be_bytes([self.hdr[0], self.hdr[1]]));
+        let hlen = self.hdr_need - 2;
+        if self.crc_on {
+            self.crc.update(&self.hdr[..self.hdr_need]);
+        }
+        self.st = St::Payload;
+        self.target = Target::Discard;
+        self.pending = None;
+        self.small_len = 0;
+        self.repr = None;
+        if ulpdu_len < hlen {
+            // The length cannot even hold the header: the framing is lost,
+            // so no CRC can be checked. Fatal at once.
+            self.payload_len = 0;
+            self.remaining = 0;
+            self.fatal(TerminateCause::DdpLocalCatastrophic, None, "ULPDU_Length shorter than the DDP header");
+            return;
+        }
+        self.payload_len = ulpdu_len - hlen;
+        self.remaining = self.payload_len;
+        self.big_mode = self.payload_len >= BIG_PAYLOAD;
+        let repr = match RdmapRepr::parse_ulpdu(&self.hdr[2..self.hdr_need]) {
+            Ok(r) => r,
+            Err(ParseFailure::Terminate(c)) => {
+                self.defer(c, None);
+                return;
+            }
+            Err(ParseFailure::Malformed(_)) => {
+                self.defer(TerminateCause::DdpLocalCatastrophic, None);
+                return;
+            }
+        };
+        self.repr = Some(repr);
+        match repr {
+            RdmapRepr::RdmaWrite { stag, to, .. } => {
+                if self.payload_len == 0 {
+                    return; // zero-length Write: no checks (also the RTR).
+                }
+                let Some(region) = self.sh.table.lookup(stag) else {
+                    self.defer(TerminateCause::DdpTaggedInvalidStag, None);
+                    return;
+                };
+                let check = {
+                    let st = region.lock();
+                    st.check(&region, stag, self.sh.pd, Access::REMOTE_WRITE, to, self.payload_len as u64)
+                        .map(|_| ())
+                };
+                match check {
+                    Ok(()) => self.target = Target::Tagged { region, stag, to },
+                    Err(e) => self.defer(write_cause(e), None),
+                }
+            }
+            RdmapRepr::RdmaReadResponse { stag, to, last } => {
+                let g = self.sh.lock();
+                let Some(e) = g.orq.front() else {
+                    drop(g);
+                    self.defer(TerminateCause::RdmapUnexpectedOpcode, None);
+                    return;
+                };
+                let (sink_stag, sink_to, len, sgl, wr_id, internal) =
+                    (e.sink_stag, e.sink_to, e.len, e.wr.sgl.clone(), e.wr.wr_id, e.internal);
+                drop(g);
+                let fail_wc =
+                    (!internal).then(|| self.sh.wc(wr_id, WcStatus::LocalProtectionError, WcOpcode::RdmaRead, 0));
+                let placed = self.rresp_placed;
+                if stag != sink_stag {
+                    self.defer(TerminateCause::DdpTaggedInvalidStag, fail_wc);
+                } else if sink_to.checked_add(placed) != Some(to) {
+                    self.defer(TerminateCause::DdpTaggedBaseBounds, fail_wc);
+                } else if placed + self.payload_len as u64 > len || (last && placed + self.payload_len as u64 != len) {
+                    self.defer(TerminateCause::DdpTaggedBaseBounds, fail_wc);
+                } else if self.payload_len > 0 {
+                    self.target = Target::Sgl(SglCursor::at(sgl, placed));
+                }
+            }
+            RdmapRepr::RdmaReadRequest { msn, mo, last } => {
+                let g = self.sh.lock();
+                let full = g.irq.len() as u32 + g.reads_in_service >= g.ird;
+                drop(g);
+                if msn != self.rreq_msn {
+                    self.defer(TerminateCause::DdpMsnRange, None);
+                } else if mo != 0 {
+                    self.defer(TerminateCause::DdpInvalidMo, None);
+                } else if !last || self.payload_len != READ_REQUEST_LEN {
+                    self.defer(TerminateCause::DdpMessageTooLong, None);
+                } else if full {
+                    self.defer(TerminateCause::DdpNoBuffer, None);
+                } else {
+                    self.target = Target::Small;
+                }
+            }
+            RdmapRepr::Send { msn, mo, .. } => {
+                if self.recv_cur.is_none() {
+                    if msn != self.send_msn {
+                        self.defer(TerminateCause::DdpMsnRange, None);
+                        return;
+                    }
+                    if mo != 0 {
+                        self.defer(TerminateCause::DdpInvalidMo, None);
+                        return;
+                    }
+                    let mut g = self.sh.lock();
+                    let Some(wr) = g.rq.pop_front() else {
+                        drop(g);
+                        self.defer(TerminateCause::DdpNoBuffer, None);
+                        return;
+                    };
+                    drop(g);
+                    let cap = wr.sgl_len();
+                    self.recv_cur = Some(CurRecv {
+                        wr_id: wr.wr_id,
+                        sgl: wr.sgl,
+                        cap,
+                        placed: 0,
+                        msn,
+                    });
+                }
+                let Some(cur) = self.recv_cur.as_ref() else {
+                    return;
+                };
+                let fail = |status| Some(self.sh.wc(cur.wr_id, status, WcOpcode::Recv, 0));
+                if msn != cur.msn {
+                    let wc = fail(WcStatus::LocalQpOperationError);
+                    self.defer(TerminateCause::DdpMsnRange, wc);
+                } else if u64::from(mo) != cur.placed {
+                    let wc = fail(WcStatus::LocalQpOperationError);
+                    self.defer(TerminateCause::DdpInvalidMo, wc);
+                } else if cur.placed + self.payload_len as u64 > cur.cap {
+                    let wc = fail(WcStatus::LocalLengthError);
+                    self.defer(TerminateCause::DdpMessageTooLong, wc);
+                } else if self.payload_len > 0 {
+                    let cursor = SglCursor::at(cur.sgl.clone(), cur.placed);
+                    self.target = Target::Sgl(cursor);
+                }
+            }
+            RdmapRepr::Terminate { .. } => {
+                self.target = Target::Small;
+            }
+        }
+    }
+
+    /// Copies `n` staged bytes to the current target.
+    fn place_from_stage(&mut self, n: usize) -> Result<(), ()> {
+        let mut done = 0;
+        while done < n {
+            let s = self.start;
+            let src_len = n - done;
+            let r = match &mut self.target {
+                Target::Discard => {
+                    if self.crc_on {
+                        self.crc.update(&self.stage[s..s + src_len]);
+                    }
+                    Ok(src_len)
+                }
+                Target::Small => {
+                    let room = MAX_BODY_LEN - self.small_len;
+                    let k = src_len.min(room);
+                    self.small[self.small_len..self.small_len + k].copy_from_slice(&self.stage[s..s + k]);
+                    self.small_len += k;
+                    if self.crc_on {
+                        self.crc.update(&self.stage[s..s + src_len]);
+                    }
+                    Ok(src_len)
+                }
+                t => {
+                    let stage = &self.stage;
+                    let crc = &mut self.crc;
+                    let crc_on = self.crc_on;
+                    place_into(&self.sh, t, src_len, |dst| {
+                        dst.copy_from_slice(&stage[s..s + dst.len()]);
+                        if crc_on {
+                            crc.update(dst);
+                        }
+                        Ok(dst.len())
+                    })
+                }
+            };
+            match r {
+                Ok(k) => {
+                    self.start += k;
+                    self.remaining -= k;
+                    done += k;
+                }
+                Err(PlaceErr::Mem(cause, wc)) => {
+                    self.fatal(cause, wc, "placement check failed");
+                    return Err(());
+                }
+                Err(PlaceErr::Io(_)) => return Err(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads payload from the source straight into the target.
+    fn place_direct<F>(&mut self, read: &mut F) -> io::Result<usize>
+    where
+        F: FnMut(&mut [u8]) -> io::Result<usize>,
+    {
+        let crc = &mut self.crc;
+        let crc_on = self.crc_on;
+        let r = place_into(&self.sh, &mut self.target, self.remaining, |dst| {
+            let k = read(dst)?;
+            if crc_on {
+                crc.update(&dst[..k]);
+            }
+            Ok(k)
+        });
+        match r {
+            Ok(k) => {
+                self.remaining -= k;
+                if k > 0 && self.remaining == 0 {
+                    self.enter_trailer();
+                }
+                Ok(k)
+            }
+            Err(PlaceErr::Io(e)) => Err(e),
+            Err(PlaceErr::Mem(cause, wc)) => {
+                self.fatal(cause, wc, "placement check failed");
+                Ok(1) // progress: the QP is dead now
+            }
+        }
+    }
+
+    fn on_trailer(&mut self) {
+        let pad = self.trailer_need - 4;
+        if self.crc_on {
+            self.crc.update(&self.trailer[..pad]);
+            let got = crc::from_wire([
+                self.trailer[pad],
+                self.trailer[pad + 1],
+                self.trailer[pad + 2],
+                self.trailer[pad + 3],
+            ]);
+            let want = self.crc.finish();
+            if got != want {
+                let wc = self.current_failed_wc();
+                self.fatal(
+                    TerminateCause::MpaCrcError,
+                    wc,
+                    &format!("MPA CRC mismatch: received {got:#010x}, computed {want:#010x}"),
+                );
+                return;
+            }
+        }
+        self.crc = Crc32c::new();
+        self.st = St::Header;
+        self.hdr_have = 0;
+        self.hdr_need = 3;
+        self.fpdus += 1;
+        if let Some((cause, wc)) = self.pending.take() {
+            self.fatal(cause, wc, "invalid segment");
+            return;
+        }
+        if self.fpdus == 1 {
+            let mut g = self.sh.lock();
+            if !g.tx_gate_open {
+                g.tx_gate_open = true;
+                drop(g);
+                self.sh.tx_wake.notify_one();
+            }
+        }
+        let Some(repr) = self.repr.take() else {
+            return;
+        };
+        self.deliver(repr);
+    }
+
+    /// The receive or read WR in progress, as a failed completion.
+    fn current_failed_wc(&self) -> Option<WorkCompletion> {
+        match self.repr {
+            Some(RdmapRepr::Send { .. }) => self
+                .recv_cur
+                .as_ref()
+                .map(|c| self.sh.wc(c.wr_id, WcStatus::TransportError, WcOpcode::Recv, 0)),
+            _ => None,
+        }
+    }
+
+    /// Segment-complete actions, after its CRC checked.
+    fn deliver(&mut self, repr: RdmapRepr) {
+        match repr {
+            RdmapRepr::RdmaWrite { .. } => {}
+            RdmapRepr::RdmaReadResponse { last, .. } => {
+                self.rresp_placed += self.payload_len as u64;
+                if last {
+                    self.rresp_placed = 0;
+                    let mut g = self.sh.lock();
+                    let e = g.orq.pop_front();
+                    if let Some(e) = &e {
+                        if !e.internal {
+                            g.sq_outstanding = g.sq_outstanding.saturating_sub(1);
+                        }
+                    }
+                    drop(g);
+                    if let Some(e) = e {
+                        if !e.internal && e.wr.signaled {
+                            self.sh
+                                .send_cq
+                                .push(self.sh.wc(e.wr.wr_id, WcStatus::Success, WcOpcode::RdmaRead, e.len as u32));
+                        }
+                    }
+                    self.sh.tx_wake.notify_one();
+                }
+            }
+            RdmapRepr::RdmaReadRequest { .. } => {
+                let Ok(req) = ReadRequestRepr::parse(&self.small[..self.small_len]) else {
+                    self.fatal(TerminateCause::DdpMessageTooLong, None, "short Read Request");
+                    return;
+                };
+                self.rreq_msn = self.rreq_msn.wrapping_add(1);
+                let mut raw = [0u8; 2 + 18 + READ_REQUEST_LEN];
+                raw[..20].copy_from_slice(&self.hdr[..20]);
+                raw[20..].copy_from_slice(&self.small[..READ_REQUEST_LEN]);
+                let mut g = self.sh.lock();
+                g.irq.push_back(InboundRead { req, raw });
+                g.reads_in_service += 1;
+                drop(g);
+                self.sh.tx_wake.notify_one();
+            }
+            RdmapRepr::Send {
+                last,
+                invalidate,
+                solicited,
+                ..
+            } => {
+                let Some(cur) = self.recv_cur.as_mut() else {
+                    return;
+                };
+                cur.placed += self.payload_len as u64;
+                if !last {
+                    return;
+                }
+                let Some(cur) = self.recv_cur.take() else {
+                    return;
+                };
+                self.send_msn = self.send_msn.wrapping_add(1);
+                if let Some(stag) = invalidate {
+                    if !self.sh.table.invalidate(stag, self.sh.pd, true) {
+                        let wc = self.sh.wc(cur.wr_id, WcStatus::RemoteInvalidRequest, WcOpcode::Recv, 0);
+                        self.fatal(TerminateCause::RdmapCannotInvalidate, Some(wc), "Send with Invalidate of an STag that cannot be invalidated");
+                        return;
+                    }
+                }
+                self.sh.recv_cq.push(WorkCompletion {
+                    wr_id: cur.wr_id,
+                    status: WcStatus::Success,
+                    opcode: WcOpcode::Recv,
+                    byte_len: cur.placed as u32,
+                    invalidated_rkey: invalidate,
+                    solicited,
+                    qp_num: self.sh.qp_num,
+                });
+            }
+            RdmapRepr::Terminate { .. } => {
+                self.dead = true;
+                let t = TerminateRepr::parse(&self.small[..self.small_len]);
+                let (err, status) = match &t {
+                    Ok(t) => {
+                        let status = if t.etype == 1 && t.layer < 2 {
+                            WcStatus::RemoteAccessError
+                        } else {
+                            WcStatus::RemoteOperationError
+                        };
+                        (super::terminate_error(t, true, "peer sent"), status)
+                    }
+                    Err(_) => (
+                        ConnError {
+                            remote: true,
+                            code: None,
+                            description: "peer sent a malformed Terminate".into(),
+                        },
+                        WcStatus::RemoteOperationError,
+                    ),
+                };
+                // The oldest outstanding Read is the likely victim.
+                let first = {
+                    let g = self.sh.lock();
+                    g.orq
+                        .front()
+                        .filter(|e| !e.internal)
+                        .map(|e| self.sh.wc(e.wr.wr_id, status, WcOpcode::RdmaRead, 0))
+                };
+                if first.is_some() {
+                    self.sh.lock().orq.pop_front();
+                }
+                self.sh.fail(err, None, first);
+            }
+        }
+    }
+
+    fn fatal(&mut self, cause: TerminateCause, wc: Option<WorkCompletion>, what: &str) {
+        self.dead = true;
+        let hc = cause.header_control();
+        let mut off = [0u8; 2 + 18 + READ_REQUEST_LEN];
+        let mut n = self.hdr_have.min(self.hdr_need);
+        off[..n].copy_from_slice(&self.hdr[..n]);
+        if hc.r && matches!(self.repr, Some(RdmapRepr::RdmaReadRequest { .. })) && self.small_len >= READ_REQUEST_LEN {
+            off[20..48].copy_from_slice(&self.small[..READ_REQUEST_LEN]);
+            n = 48;
+        }
+        let t = TerminateRepr::for_cause(cause, &off[..n]);
+        let err = super::terminate_error(&t, false, what);
+        self.sh.fail(err, Some(t), wc);
+    }
+
+    fn fatal_llp(&mut self, what: &str) {
+        self.dead = true;
+        self.sh.fail(
+            ConnError {
+                remote: false,
+                code: None,
+                description: what.into(),
+            },
+            None,
+            None,
+        );
+    }
+}
+
+enum PlaceErr {
+    Mem(TerminateCause, Option<WorkCompletion>),
+    Io(io::Error),
+}
+
+/// Places up to `max` bytes at the target's current position: locks the
+/// region, re-checks it, hands the destination slice to `fill`, advances.
+fn place_into<G>(sh: &QpShared, target: &mut Target, max: usize, fill: G) -> Result<usize, PlaceErr>
+where
+    G: FnOnce(&mut [u8]) -> io::Result<usize>,
+{
+    match target {
+        Target::Tagged { region, stag, to } => {
+            let mut st = region.lock();
+            let range = st
+                .check(region, *stag, sh.pd, Access::REMOTE_WRITE, *to, max as u64)
+                .map_err(|e| PlaceErr::Mem(write_cause(e), None))?;
+            let Some(buf) = st.buffer.as_mut().and_then(|b| b.as_mut_slice()) else {
+                return Err(PlaceErr::Mem(TerminateCause::DdpTaggedInvalidStag, None));
+            };
+            let k = fill(&mut buf[range]).map_err(PlaceErr::Io)?;
+            *to += k as u64;
+            Ok(k)
+        }
+        Target::Sgl(c) => {
+            while c.idx < c.sgl.len() && u64::from(c.sgl[c.idx].length) == c.off {
+                c.idx += 1;
+                c.off = 0;
+            }
+            let Some(sge) = c.sgl.get(c.idx).copied() else {
+                return Err(PlaceErr::Mem(TerminateCause::DdpMessageTooLong, None));
+            };
+            let region = match &c.cached {
+                Some((i, r)) if *i == c.idx => r.clone(),
+                _ => {
+                    let r = sh
+                        .table
+                        .lookup(sge.lkey)
+                        .ok_or(PlaceErr::Mem(TerminateCause::DdpLocalCatastrophic, None))?;
+                    c.cached = Some((c.idx, r.clone()));
+                    r
+                }
+            };
+            let n = (u64::from(sge.length) - c.off).min(max as u64);
+            let mut st = region.lock();
+            let range = st
+                .check(&region, sge.lkey, sh.pd, Access::LOCAL_WRITE, sge.offset + c.off, n)
+                .map_err(|_| PlaceErr::Mem(TerminateCause::DdpLocalCatastrophic, None))?;
+            let Some(buf) = st.buffer.as_mut().and_then(|b| b.as_mut_slice()) else {
+                return Err(PlaceErr::Mem(TerminateCause::DdpLocalCatastrophic, None));
+            };
+            let k = fill(&mut buf[range]).map_err(PlaceErr::Io)?;
+            c.off += k as u64;
+            Ok(k)
+        }
+        Target::Discard | Target::Small => Ok(0),
+    }
+}
+
+/// Cause for a failed check of an RDMA Write's sink (RFC 5041 §7.2 tagged
+/// buffer errors; a missing Remote Write right is RFC 5040's access rights
+/// violation, for which DDP has no code).
+fn write_cause(e: MemError) -> TerminateCause {
+    match e {
+        MemError::InvalidStag => TerminateCause::DdpTaggedInvalidStag,
+        MemError::NotAssociated => TerminateCause::DdpTaggedStagNotAssociated,
+        MemError::Access => TerminateCause::RdmapAccessRights,
+        MemError::Bounds => TerminateCause::DdpTaggedBaseBounds,
+        MemError::ToWrap => TerminateCause::DdpTaggedToWrap,
+    }
+}

@@ -1,0 +1,247 @@
+//! Memory registrations and the STag table (RFC 5040 §6, RFC 5042 §5).
+//!
+//! An STag is `index << 8 | key`: the 24-bit index is random and unique per
+//! device, the 8-bit key is random per registration, so STags are
+//! unpredictable. Every region belongs to one protection domain.
+//!
+//! A region owns its buffer ([`MrBuffer`]) inside a mutex. Every placement
+//! and every read of a region locks it, re-checks validity, key, PD, access
+//! and bounds (RFC 5040 §8 / RFC 5042 §5: checks at the time of access), and
+//! only then touches the bytes, so invalidation (local or remote) and
+//! deregistration are atomic with respect to placement.
+
+use rand::Rng;
+use rdma_verbs::{Access, MrBuffer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// Why a memory access was refused (mapped to a Terminate cause or a local
+/// completion status by the caller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemError {
+    /// No such STag, wrong key, invalidated or deregistered.
+    InvalidStag,
+    /// The STag belongs to another protection domain.
+    NotAssociated,
+    /// The region does not grant the needed right.
+    Access,
+    /// The range is outside the region.
+    Bounds,
+    /// `to + len` overflows 64 bits.
+    ToWrap,
+}
+
+/// Mutable state of one region.
+#[derive(Debug)]
+pub struct RegionState {
+    /// Key byte of the current STag.
+    pub key: u8,
+    /// Valid (registered and not invalidated).
+    pub valid: bool,
+    /// Granted rights.
+    pub access: Access,
+    /// The owned buffer, if bound.
+    pub buffer: Option<MrBuffer>,
+}
+
+/// One memory region (a row of the STag table).
+#[derive(Debug)]
+pub struct Region {
+    /// Protection domain id.
+    pub pd: u32,
+    /// 24-bit STag index.
+    pub index: u32,
+    /// Largest buffer this region accepts (fast registration).
+    pub max_len: usize,
+    state: Mutex<RegionState>,
+}
+
+impl Region {
+    /// Locks the state (a poisoned lock is recovered: the state is plain data).
+    pub fn lock(&self) -> MutexGuard<'_, RegionState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// STag for a key byte.
+    pub fn stag_for(&self, key: u8) -> u32 {
+        (self.index << 8) | u32::from(key)
+    }
+}
+
+impl RegionState {
+    /// Checks an access of `len` bytes at tagged offset `to` through `stag`
+    /// from protection domain `pd` needing `need`; returns the byte range.
+    /// Check order follows RFC 5040 §8 / siw: valid, PD, rights, wrap, bounds.
+    pub fn check(
+        &self,
+        region: &Region,
+        stag: u32,
+        pd: u32,
+        need: Access,
+        to: u64,
+        len: u64,
+    ) -> Result<core::ops::Range<usize>, MemError> {
+        if !self.valid || region.stag_for(self.key) != stag {
+            return Err(MemError::InvalidStag);
+        }
+        let Some(buf) = self.buffer.as_ref() else {
+            return Err(MemError::InvalidStag);
+        };
+        if region.pd != pd {
+            return Err(MemError::NotAssociated);
+        }
+        if !self.access.contains(need) {
+            return Err(MemError::Access);
+        }
+        let end = to.checked_add(len).ok_or(MemError::ToWrap)?;
+        if end > buf.len() as u64 {
+            return Err(MemError::Bounds);
+        }
+        Ok(to as usize..end as usize)
+    }
+}
+
+/// The device-wide STag table.
+#[derive(Debug, Default)]
+pub struct StagTable {
+    map: RwLock<HashMap<u32, Arc<Region>>>,
+}
+
+impl StagTable {
+    /// Inserts a new region with a fresh random index and key.
+    pub fn insert(
+        &self,
+        pd: u32,
+        max_len: usize,
+        access: Access,
+        buffer: Option<MrBuffer>,
+    ) -> Arc<Region> {
+        let mut rng = rand::rng();
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let index = rng.random::<u32>() & 0x00FF_FFFF;
+            if index == 0 || map.contains_key(&index) {
+                continue;
+            }
+            let valid = buffer.is_some();
+            let region = Arc::new(Region {
+                pd,
+                index,
+                max_len,
+                state: Mutex::new(RegionState {
+                    key: rng.random(),
+                    valid,
+                    access,
+                    buffer,
+                }),
+            });
+            map.insert(index, region.clone());
+            return region;
+        }
+    }
+
+    /// Looks a region up by STag (index bits only; the key is checked
+    /// under the region's lock).
+    pub fn lookup(&self, stag: u32) -> Option<Arc<Region>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&(stag >> 8)).cloned()
+    }
+
+    /// Removes a region.
+    pub fn remove(&self, index: u32) {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        map.remove(&index);
+    }
+
+    /// Number of regions (tests, diagnostics).
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True if empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Invalidates `stag` if it names a valid region of `pd` that may be
+    /// invalidated: remote invalidation requires a remote right (RFC 5040
+    /// §6.2: the STag must be associated with the stream). Returns false if
+    /// the STag cannot be invalidated.
+    pub fn invalidate(&self, stag: u32, pd: u32, remote: bool) -> bool {
+        let Some(region) = self.lookup(stag) else {
+            return false;
+        };
+        let mut st = region.lock();
+        if !st.valid || region.stag_for(st.key) != stag || region.pd != pd {
+            return false;
+        }
+        if remote && !(st.access.contains(Access::REMOTE_READ) || st.access.contains(Access::REMOTE_WRITE)) {
+            return false;
+        }
+        st.valid = false;
+        true
+    }
+}
+
+/// Draws a new random key byte different from `old`.
+pub fn next_key(old: u8) -> u8 {
+    let mut rng = rand::rng();
+    loop {
+        let k: u8 = rng.random();
+        if k != old {
+            return k;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+
+    #[test]
+    fn checks_in_order() {
+        let t = StagTable::default();
+        let r = t.insert(
+            1,
+            16,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            Some(MrBuffer::from(BytesMut::zeroed(16))),
+        );
+        let st = r.lock();
+        let stag = r.stag_for(st.key);
+        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, 0, 16), Ok(0..16));
+        assert_eq!(st.check(&r, stag ^ 1, 1, Access::REMOTE_WRITE, 0, 1), Err(MemError::InvalidStag));
+        assert_eq!(st.check(&r, stag, 2, Access::REMOTE_WRITE, 0, 1), Err(MemError::NotAssociated));
+        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_READ, 0, 1), Err(MemError::Access));
+        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, 8, 9), Err(MemError::Bounds));
+        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, u64::MAX, 2), Err(MemError::ToWrap));
+        drop(st);
+        assert!(!t.invalidate(stag, 2, true));
+        assert!(t.invalidate(stag, 1, true));
+        assert!(!t.invalidate(stag, 1, true));
+        let st = r.lock();
+        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, 0, 1), Err(MemError::InvalidStag));
+    }
+
+    #[test]
+    fn stags_are_distinct_and_nonzero() {
+        let t = StagTable::default();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let r = t.insert(1, 0, Access::NONE, None);
+            assert_ne!(r.index, 0);
+            assert!(seen.insert(r.index));
+        }
+        assert_eq!(t.len(), 1000);
+    }
+
+    #[test]
+    fn local_only_region_cannot_be_remotely_invalidated() {
+        let t = StagTable::default();
+        let r = t.insert(1, 4, Access::LOCAL_WRITE, Some(MrBuffer::from(vec![0u8; 4])));
+        let stag = r.stag_for(r.lock().key);
+        assert!(!t.invalidate(stag, 1, true));
+        assert!(t.invalidate(stag, 1, false));
+    }
+}

@@ -83,7 +83,7 @@ fn bench(c: &mut Criterion) {
     }
     // Baseline measured in the same run: copying the same number of bytes.
     let src = vec![0u8; 28];
-    let mut dst = vec![0u8; 28];
+    let mut dst = [0u8; 28];
     c.bench_function("baseline/copy_28_bytes", |b| {
         b.iter(|| dst.copy_from_slice(black_box(&src)))
     });

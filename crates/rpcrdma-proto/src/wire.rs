@@ -608,16 +608,27 @@ impl<'a> Header<'a> {
     /// never panics; every error tells which fixed fields could be read so the
     /// caller can answer as §4.5 requires (see [`crate::validate`]).
     pub fn parse(buf: &'a [u8], limits: &DecodeLimits) -> Result<Header<'a>, DecodeError> {
-        if buf.len() < MIN_HEADER_LEN {
-            return Err(DecodeError {
-                fixed: None,
-                kind: DecodeErrorKind::TooShort(buf.len()),
-            });
+        let too_short = DecodeError {
+            fixed: None,
+            kind: DecodeErrorKind::TooShort(buf.len()),
+        };
+        if buf.len() < FIXED_LEN + 4 {
+            return Err(too_short);
         }
         let xid = be32(buf, 0);
         let vers = be32(buf, 4);
         let credit = be32(buf, 8);
         let proc_ = be32(buf, 12);
+        // RFC 8166 §4.5: shorter than 28 bytes is discarded unread. The one
+        // exception is RDMA_ERROR/ERR_CHUNK, whose own encoding (§4.1.2) is
+        // 20 bytes and which Linux sends as such.
+        if buf.len() < MIN_HEADER_LEN
+            && !(vers == RPCRDMA_VERSION
+                && proc_ == Proc::Error.as_u32()
+                && be32(buf, 16) == ERR_CHUNK)
+        {
+            return Err(too_short);
+        }
         let fail = |kind| DecodeError {
             fixed: Some(crate::error::FixedFields {
                 xid,
@@ -646,6 +657,9 @@ impl<'a> Header<'a> {
                 (Body::NoMsg { chunks }, end)
             }
             Some(Proc::Msgp) => {
+                if buf.len() < FIXED_LEN + 8 {
+                    return Err(fail(DecodeErrorKind::Truncated));
+                }
                 let align = be32(buf, 16);
                 let thresh = be32(buf, 20);
                 let (chunks, end) = ChunkLists::parse(buf, FIXED_LEN + 8, limits).map_err(fail)?;
@@ -663,6 +677,7 @@ impl<'a> Header<'a> {
             Some(Proc::Error) => match be32(buf, 16) {
                 ERR_VERS => {
                     if buf.len() < FIXED_LEN + 12 {
+                        // (unreachable: shorter messages were refused above)
                         return Err(fail(DecodeErrorKind::Truncated));
                     }
                     (

@@ -65,7 +65,7 @@ pub use client::{decode_reply, Channel, ClientCore, ReplyOutcome, Request, RpcEr
 pub use msg::{
     AcceptStat, CallHeader, MessageHeader, MsgType, RejectStat, ReplyBody, ReplyHeader, RPC_VERSION,
 };
-pub use payload::{Payload, PayloadBuilder, PayloadDecoder, Piece};
+pub use payload::{Payload, PayloadBuilder, PayloadDecoder, Piece, SMALL_COPY_MAX};
 pub use service::{
     reply_message, Call, DispatchOutcome, Dispatcher, DispatcherBuilder, DropReason, ProcError,
     Service,
@@ -73,3 +73,6 @@ pub use service::{
 
 /// Re-export of the XDR crate, so users need not depend on it separately.
 pub use xdr;
+
+#[cfg(test)]
+mod tests;

@@ -27,6 +27,10 @@ use xdr::{pad_len, Encoder, XdrEncode, XdrRead};
 
 static ZERO_PAD: [u8; 3] = [0; 3];
 
+/// `Xdr` bytes up to this length appended to a [`PayloadBuilder`] are copied
+/// into its inline buffer rather than kept as separate pieces.
+pub const SMALL_COPY_MAX: usize = 256;
+
 fn zero_pad(n: usize) -> Bytes {
     Bytes::from_static(&ZERO_PAD[..n])
 }
@@ -253,7 +257,10 @@ impl From<Vec<u8>> for Payload {
 ///
 /// Small items are encoded into an internal buffer that becomes one `Xdr`
 /// piece; [`xdr_bytes`](Self::xdr_bytes), [`opaque_bytes`](Self::opaque_bytes)
-/// and [`ddp_opaque`](Self::ddp_opaque) append caller `Bytes` without copying.
+/// and [`payload`](Self::payload) append caller `Bytes` without copying
+/// (unless they are at most [`SMALL_COPY_MAX`] bytes), and
+/// [`ddp_opaque`](Self::ddp_opaque) always keeps its data as a separate
+/// [`Piece::Ddp`].
 ///
 /// ```
 /// use bytes::Bytes;
@@ -365,9 +372,13 @@ impl PayloadBuilder {
         self
     }
 
-    /// Append already-encoded XDR bytes without copying.
+    /// Append already-encoded XDR bytes. Bytes longer than
+    /// [`SMALL_COPY_MAX`] become their own piece (no copy); shorter ones are
+    /// copied into the inline buffer, to avoid tiny pieces.
     pub fn xdr_bytes(&mut self, b: Bytes) -> &mut Self {
-        if !b.is_empty() {
+        if b.len() <= SMALL_COPY_MAX {
+            self.cur.extend_from_slice(&b);
+        } else {
             self.flush();
             self.pieces.push(Piece::Xdr(b));
         }
@@ -395,10 +406,20 @@ impl PayloadBuilder {
         self
     }
 
-    /// Append all pieces of a payload.
+    /// Append all pieces of a payload (`Ddp` pieces stay `Ddp`; `Xdr` pieces
+    /// as by [`xdr_bytes`](Self::xdr_bytes)).
     pub fn payload(&mut self, p: Payload) -> &mut Self {
-        self.flush();
-        self.pieces.extend(p.pieces);
+        for piece in p.pieces {
+            match piece {
+                Piece::Xdr(b) => {
+                    self.xdr_bytes(b);
+                }
+                Piece::Ddp(b) => {
+                    self.flush();
+                    self.pieces.push(Piece::Ddp(b));
+                }
+            }
+        }
         self
     }
 

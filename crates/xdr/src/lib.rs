@@ -53,3 +53,6 @@ pub use encoder::{
 };
 pub use error::{EncodeError, Error, Result};
 pub use read::{pad_len, padded_len, XdrDecode, XdrRead};
+
+#[cfg(test)]
+pub(crate) mod tests;

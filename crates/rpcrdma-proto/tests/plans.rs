@@ -1,0 +1,447 @@
+//! Requester call plans and Responder reply plans (RFC 8166 §3.4–§3.5,
+//! §4.3). Each test names the section it checks.
+
+use rpcrdma_proto::marshal::{
+    plan_call, Access, CallKind, ChunkLimits, OfferedChunks, PlanError, RegionSource, ReplyShape,
+    SegmentSlot, Thresholds,
+};
+use rpcrdma_proto::reply::{plan_reply, ReplyKind, ReplyPlanError};
+use rpcrdma_proto::stream::{Item, Span};
+use rpcrdma_proto::wire::{BodyRepr, ErrorBody, Segment, WriteChunkRepr};
+
+const TH: Thresholds = Thresholds {
+    call_inline: 1024,
+    reply_inline: 1024,
+};
+
+fn small_reply() -> ReplyShape {
+    ReplyShape {
+        write_chunks: vec![],
+        max_reduced_len: 32,
+    }
+}
+
+#[test]
+fn rfc8166_s3_5_1_short_call() {
+    let items = [Item::Xdr(40), Item::Xdr(4), Item::Ddp(13), Item::Xdr(8)];
+    let p = plan_call(1, 8, &items, &small_reply(), &TH, &ChunkLimits::default()).unwrap();
+    assert_eq!(p.kind, CallKind::Short);
+    assert!(p.regions.is_empty());
+    assert_eq!(p.header.chunks().unwrap().read_list.len(), 0);
+    // The DDP item stays inline with its 3 pad bytes.
+    assert_eq!(
+        p.inline(),
+        &[
+            Span::Item {
+                item: 0,
+                offset: 0,
+                len: 40
+            },
+            Span::Item {
+                item: 1,
+                offset: 0,
+                len: 4
+            },
+            Span::Item {
+                item: 2,
+                offset: 0,
+                len: 13
+            },
+            Span::Zeros(3),
+            Span::Item {
+                item: 3,
+                offset: 0,
+                len: 8
+            },
+        ]
+    );
+    assert_eq!(p.unreduced_len, 68);
+    assert_eq!(p.send_len(), 28 + 68);
+}
+
+#[test]
+fn rfc8166_s3_4_5_chunked_call_reduces_at_exact_position_without_pad() {
+    let items = [Item::Xdr(44), Item::Ddp(5001), Item::Xdr(8)];
+    let limits = ChunkLimits {
+        max_segments_per_chunk: 16,
+        max_segment_bytes: 2048,
+    };
+    let mut p = plan_call(7, 8, &items, &small_reply(), &TH, &limits).unwrap();
+    assert_eq!(p.kind, CallKind::Chunked);
+    let rl = &p.header.chunks().unwrap().read_list;
+    assert_eq!(rl.len(), 3, "5001 bytes in 2048-byte segments");
+    assert!(rl.iter().all(|r| r.position == 44));
+    assert_eq!(
+        rl.iter().map(|r| r.segment.length).collect::<Vec<_>>(),
+        vec![2048, 2048, 905],
+        "§3.4.5: chunk length is the item length, no pad"
+    );
+    // The pad is gone from the payload too; the next item starts aligned.
+    assert_eq!(
+        p.inline(),
+        &[
+            Span::Item {
+                item: 0,
+                offset: 0,
+                len: 44
+            },
+            Span::Item {
+                item: 2,
+                offset: 0,
+                len: 8
+            },
+        ]
+    );
+    assert_eq!(p.regions.len(), 1);
+    assert_eq!(p.regions[0].source, RegionSource::CallItem { item: 1 });
+    assert_eq!(p.regions[0].access, Access::RemoteRead);
+    assert_eq!(p.regions[0].len, 5001);
+    p.set_region(0, 0xabcd, 0x10_0000);
+    let rl = &p.header.chunks().unwrap().read_list;
+    assert_eq!(
+        rl.iter()
+            .map(|r| (r.segment.handle, r.segment.offset))
+            .collect::<Vec<_>>(),
+        vec![
+            (0xabcd, 0x10_0000),
+            (0xabcd, 0x10_0800),
+            (0xabcd, 0x10_1000)
+        ]
+    );
+}
+
+#[test]
+fn rfc8166_s3_5_3_long_call_position_zero_includes_pad() {
+    // ECHO of 2001 bytes: nothing DDP-eligible, too large for 1024.
+    let items = [Item::Xdr(44), Item::Xdr(2001), Item::Xdr(3)];
+    let p = plan_call(9, 8, &items, &small_reply(), &TH, &ChunkLimits::default()).unwrap();
+    assert_eq!(p.kind, CallKind::Long);
+    assert_eq!(p.header.proc_(), rpcrdma_proto::Proc::NoMsg);
+    assert!(p.inline().is_empty());
+    let rl = &p.header.chunks().unwrap().read_list;
+    assert_eq!(rl.len(), 1);
+    assert_eq!(rl[0].position, 0);
+    assert_eq!(rl[0].segment.length, 2048);
+    assert_eq!(p.regions[0].source, RegionSource::CallPayload);
+
+    // With a DDP item: Position-Zero carries the reduced stream, pads of
+    // non-reduced items included; the item keeps its own Read chunk.
+    let items = [Item::Xdr(1500), Item::Ddp(9), Item::Xdr(4)];
+    let p = plan_call(9, 8, &items, &small_reply(), &TH, &ChunkLimits::default()).unwrap();
+    assert_eq!(p.kind, CallKind::Long);
+    let rl = &p.header.chunks().unwrap().read_list;
+    assert_eq!(rl.len(), 2);
+    assert_eq!((rl[0].position, rl[0].segment.length), (0, 1504));
+    assert_eq!((rl[1].position, rl[1].segment.length), (1500, 9));
+    assert_eq!(p.unreduced_len, 1500 + 12 + 4);
+}
+
+#[test]
+fn rfc8166_s3_4_6_write_chunks_sized_for_maximum_without_pad() {
+    let reply = ReplyShape {
+        write_chunks: vec![10_001, 0],
+        max_reduced_len: 64,
+    };
+    let limits = ChunkLimits {
+        max_segments_per_chunk: 16,
+        max_segment_bytes: 4096,
+    };
+    let p = plan_call(3, 8, &[Item::Xdr(48)], &reply, &TH, &limits).unwrap();
+    assert_eq!(p.kind, CallKind::Short);
+    let c = p.header.chunks().unwrap();
+    assert_eq!(c.write_list.len(), 2);
+    assert_eq!(
+        c.write_list[0]
+            .segments
+            .iter()
+            .map(|s| s.length)
+            .collect::<Vec<_>>(),
+        vec![4096, 4096, 1809]
+    );
+    assert!(
+        c.write_list[1].is_empty(),
+        "§4.3.2: empty chunk forces inline"
+    );
+    assert!(c.reply_chunk.is_none());
+    assert_eq!(p.regions.len(), 1);
+    assert_eq!(
+        p.regions[0].source,
+        RegionSource::ReplyWriteChunk { chunk: 0 }
+    );
+    assert_eq!(p.regions[0].access, Access::RemoteWrite);
+    assert_eq!(
+        p.regions[0].segments[2].slot,
+        SegmentSlot::Write {
+            chunk: 0,
+            segment: 2
+        }
+    );
+    assert_eq!(p.offered().write_list.len(), 2);
+}
+
+#[test]
+fn rfc8166_s4_3_3_reply_chunk_when_reply_may_exceed_threshold() {
+    // 28-byte reply header + 996 = 1024: fits, no Reply chunk.
+    let fits = ReplyShape {
+        write_chunks: vec![],
+        max_reduced_len: 996,
+    };
+    let p = plan_call(1, 1, &[Item::Xdr(40)], &fits, &TH, &ChunkLimits::default()).unwrap();
+    assert!(p.header.chunks().unwrap().reply_chunk.is_none());
+    let over = ReplyShape {
+        write_chunks: vec![],
+        max_reduced_len: 997,
+    };
+    let p = plan_call(1, 1, &[Item::Xdr(40)], &over, &TH, &ChunkLimits::default()).unwrap();
+    let rc = p.header.chunks().unwrap().reply_chunk.clone().unwrap();
+    assert_eq!(rc.total_len(), 1000, "rounded up to XDR alignment");
+    assert!(p
+        .regions
+        .iter()
+        .any(|r| r.source == RegionSource::ReplyChunk && r.access == Access::RemoteWrite));
+}
+
+#[test]
+fn plan_errors() {
+    let limits = ChunkLimits {
+        max_segments_per_chunk: 2,
+        max_segment_bytes: 1024,
+    };
+    assert!(matches!(
+        plan_call(
+            1,
+            1,
+            &[Item::Xdr(44), Item::Ddp(4096)],
+            &small_reply(),
+            &TH,
+            &limits
+        ),
+        Err(PlanError::TooManySegments { .. })
+    ));
+    assert!(matches!(
+        plan_call(
+            1,
+            1,
+            &[Item::Xdr(42), Item::Ddp(4096)],
+            &small_reply(),
+            &TH,
+            &limits
+        ),
+        Err(PlanError::Misaligned {
+            item: 1,
+            position: 42
+        })
+    ));
+}
+
+fn offered_get() -> OfferedChunks {
+    OfferedChunks {
+        write_list: vec![WriteChunkRepr {
+            segments: vec![
+                Segment {
+                    handle: 5,
+                    length: 100,
+                    offset: 0x1000,
+                },
+                Segment {
+                    handle: 6,
+                    length: 100,
+                    offset: 0x2000,
+                },
+                Segment {
+                    handle: 7,
+                    length: 100,
+                    offset: 0x3000,
+                },
+            ],
+        }],
+        reply_chunk: Some(WriteChunkRepr {
+            segments: vec![Segment {
+                handle: 9,
+                length: 4096,
+                offset: 0x9000,
+            }],
+        }),
+    }
+}
+
+#[test]
+fn rfc8166_s3_4_6_reply_fills_write_chunk_in_order_no_pad() {
+    // GET result: header+status+len (32) | data 150 bytes | nothing after.
+    let items = [Item::Xdr(32), Item::Ddp(150)];
+    let p = plan_reply(1, 16, &items, &offered_get(), 1024).unwrap();
+    assert_eq!(p.kind, ReplyKind::Short);
+    let c = p.header.chunks().unwrap();
+    let w = &c.write_list[0];
+    assert_eq!(w.segments.len(), 3, "same segment count");
+    assert_eq!(
+        w.segments.iter().map(|s| s.length).collect::<Vec<_>>(),
+        vec![100, 50, 0],
+        "actual lengths, filled in order; 150 not rounded up"
+    );
+    assert_eq!(
+        p.writes
+            .iter()
+            .map(|w| (w.handle, w.remote_offset, w.source))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                5,
+                0x1000,
+                Span::Item {
+                    item: 1,
+                    offset: 0,
+                    len: 100
+                }
+            ),
+            (
+                6,
+                0x2000,
+                Span::Item {
+                    item: 1,
+                    offset: 100,
+                    len: 50
+                }
+            ),
+        ]
+    );
+    // §4.3.3: the Reply chunk is echoed, with zero length, even in a Short reply.
+    let rc = c.reply_chunk.as_ref().unwrap();
+    assert_eq!(
+        rc.segments,
+        vec![Segment {
+            handle: 9,
+            length: 0,
+            offset: 0x9000
+        }]
+    );
+    assert_eq!(
+        p.inline,
+        vec![Span::Item {
+            item: 0,
+            offset: 0,
+            len: 32
+        }]
+    );
+}
+
+#[test]
+fn rfc8166_s4_3_2_unused_write_chunk_keeps_count_with_zero_lengths() {
+    // GET failed: union arm without data.
+    let p = plan_reply(1, 16, &[Item::Xdr(28)], &offered_get(), 1024).unwrap();
+    let w = &p.header.chunks().unwrap().write_list[0];
+    assert_eq!(w.segments.len(), 3);
+    assert!(w.is_unused());
+    assert!(p.writes.is_empty());
+}
+
+#[test]
+fn rfc8166_s4_3_2_empty_write_chunk_forces_inline_and_extra_results_go_inline() {
+    let offered = OfferedChunks {
+        write_list: vec![
+            WriteChunkRepr::default(),
+            WriteChunkRepr {
+                segments: vec![Segment {
+                    handle: 1,
+                    length: 64,
+                    offset: 0,
+                }],
+            },
+        ],
+        reply_chunk: None,
+    };
+    // GET2-like: a (inline, empty chunk), marker, b (chunk 1), then a third
+    // DDP item beyond the offered chunks.
+    let items = [
+        Item::Xdr(28),
+        Item::Ddp(5),
+        Item::Xdr(8),
+        Item::Ddp(6),
+        Item::Xdr(4),
+        Item::Ddp(3),
+    ];
+    let p = plan_reply(1, 16, &items, &offered, 1024).unwrap();
+    let c = p.header.chunks().unwrap();
+    assert!(c.write_list[0].is_empty());
+    assert_eq!(c.write_list[1].segments[0].length, 6);
+    assert_eq!(
+        p.inline,
+        vec![
+            Span::Item {
+                item: 0,
+                offset: 0,
+                len: 28
+            },
+            Span::Item {
+                item: 1,
+                offset: 0,
+                len: 5
+            },
+            Span::Zeros(3),
+            Span::Item {
+                item: 2,
+                offset: 0,
+                len: 8
+            },
+            Span::Item {
+                item: 4,
+                offset: 0,
+                len: 4
+            },
+            Span::Item {
+                item: 5,
+                offset: 0,
+                len: 3
+            },
+            Span::Zeros(1),
+        ]
+    );
+}
+
+#[test]
+fn rfc8166_s3_5_3_long_reply_uses_reply_chunk() {
+    // ECHO reply of 2000 bytes.
+    let items = [Item::Xdr(28), Item::Xdr(2000)];
+    let p = plan_reply(1, 16, &items, &offered_get(), 1024).unwrap();
+    assert_eq!(p.kind, ReplyKind::Long);
+    assert_eq!(p.header.proc_(), rpcrdma_proto::Proc::NoMsg);
+    assert!(p.inline.is_empty());
+    let c = p.header.chunks().unwrap();
+    assert_eq!(c.reply_chunk.as_ref().unwrap().segments[0].length, 2028);
+    assert!(
+        c.write_list[0].is_unused(),
+        "offered Write chunk echoed unused"
+    );
+    assert_eq!(p.writes.len(), 2);
+    assert_eq!(p.writes[0].remote_offset, 0x9000);
+    assert_eq!(p.writes[1].remote_offset, 0x9000 + 28);
+}
+
+#[test]
+fn rfc8166_s4_5_3_reply_that_fits_nowhere_is_err_chunk_not_overrun() {
+    let items = [Item::Xdr(28), Item::Xdr(5000)];
+    let e = plan_reply(1, 16, &items, &offered_get(), 1024).unwrap_err();
+    assert!(matches!(e, ReplyPlanError::ReplyChunkTooSmall { .. }));
+    let h = e.error_header(1, 16);
+    assert_eq!(h.body, BodyRepr::Error(ErrorBody::Chunk));
+    let no_rc = OfferedChunks::default();
+    assert!(matches!(
+        plan_reply(1, 16, &items, &no_rc, 1024),
+        Err(ReplyPlanError::NoReplyChunk { .. })
+    ));
+    // A result larger than its Write chunk.
+    assert!(matches!(
+        plan_reply(
+            1,
+            16,
+            &[Item::Xdr(32), Item::Ddp(301)],
+            &offered_get(),
+            1024
+        ),
+        Err(ReplyPlanError::WriteChunkTooSmall {
+            chunk: 0,
+            len: 301,
+            cap: 300
+        })
+    ));
+}

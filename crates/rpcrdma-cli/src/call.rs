@@ -1,0 +1,211 @@
+//! `rpcrdma call URL PROCEDURE [ARGS]`: one RDMATEST call, verified.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use rdmatest::{pattern, ClientError, RdmatestClient};
+
+use crate::channel;
+use crate::size::{format_size, parse_size};
+use crate::target::{parse_target, Target};
+
+/// Arguments of `rpcrdma call`.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The server: tcp://HOST:PORT (the transport follows the scheme).
+    #[arg(value_name = "URL", value_parser = parse_target)]
+    url: Target,
+
+    /// The procedure to call and its arguments.
+    #[command(subcommand)]
+    procedure: Procedure,
+
+    /// Pattern seed for ECHO, PUT, GET and GET2 data.
+    #[arg(long, global = true, default_value_t = 0)]
+    seed: u32,
+
+    /// Give up on connecting or on the reply after this many seconds
+    /// (default: 30, plus the duration of a SLEEP).
+    #[arg(long, global = true, value_name = "SECONDS")]
+    timeout: Option<f64>,
+}
+
+/// An RDMATEST procedure (program 0x20005244, version 1).
+#[derive(Debug, Clone, Copy, Subcommand)]
+enum Procedure {
+    /// NULL (0): no arguments, no results.
+    Null,
+    /// ECHO (1): send SIZE bytes of pattern data, check the same bytes return.
+    Echo {
+        /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
+        #[arg(value_parser = parse_u32_size)]
+        size: u32,
+    },
+    /// PUT (2): send SIZE bytes, check the server's length and CRC-32C.
+    Put {
+        /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
+        #[arg(value_parser = parse_u32_size)]
+        size: u32,
+    },
+    /// GET (3): fetch SIZE bytes of pattern data and check every byte.
+    Get {
+        /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
+        #[arg(value_parser = parse_u32_size)]
+        size: u32,
+    },
+    /// GET2 (4): fetch two pattern items A and B around a marker; check all.
+    Get2 {
+        /// Size of the first item.
+        #[arg(value_parser = parse_u32_size)]
+        a: u32,
+        /// Size of the second item.
+        #[arg(value_parser = parse_u32_size)]
+        b: u32,
+    },
+    /// SLEEP (5): the server waits MS milliseconds before replying.
+    Sleep {
+        /// Milliseconds.
+        ms: u32,
+    },
+}
+
+impl Procedure {
+    /// "GET 16 MiB" and the like.
+    fn describe(&self) -> String {
+        match *self {
+            Procedure::Null => "NULL".into(),
+            Procedure::Echo { size } => format!("ECHO {}", format_size(size.into())),
+            Procedure::Put { size } => format!("PUT {}", format_size(size.into())),
+            Procedure::Get { size } => format!("GET {}", format_size(size.into())),
+            Procedure::Get2 { a, b } => {
+                format!("GET2 {} + {}", format_size(a.into()), format_size(b.into()))
+            }
+            Procedure::Sleep { ms } => format!("SLEEP {ms} ms"),
+        }
+    }
+}
+
+fn parse_u32_size(s: &str) -> Result<u32, String> {
+    let n = parse_size(s)?;
+    u32::try_from(n).map_err(|_| format!("size {s:?} is over the XDR limit of 4 GiB - 1"))
+}
+
+/// Makes the call, verifies it and prints what happened.
+pub async fn run(args: CallArgs) -> anyhow::Result<()> {
+    let timeout = match args.timeout {
+        Some(secs) if secs.is_finite() && secs > 0.0 => Duration::from_secs_f64(secs),
+        Some(secs) => {
+            anyhow::bail!("invalid --timeout {secs}: expected a positive number of seconds")
+        }
+        None => {
+            let sleep = match args.procedure {
+                Procedure::Sleep { ms } => Duration::from_millis(ms.into()),
+                _ => Duration::ZERO,
+            };
+            Duration::from_secs(30) + sleep
+        }
+    };
+    let what = args.procedure.describe();
+    let target = &args.url;
+
+    let start = Instant::now();
+    let channel = channel::connect(target, timeout).await?;
+    let connected = start.elapsed();
+    let client = RdmatestClient::new(channel).with_timeout(timeout);
+
+    let start = Instant::now();
+    let (verified, bytes) = perform(&client, args.procedure, args.seed)
+        .await
+        .map_err(explain)
+        .with_context(|| format!("{what} via {target}"))?;
+    let latency = start.elapsed();
+
+    let mut line = format!(
+        "rpcrdma: {what} via {target}: verified OK ({verified}); latency {}",
+        format_duration(latency)
+    );
+    if bytes > 0 {
+        let rate = bytes as f64 / latency.as_secs_f64() / (1024.0 * 1024.0);
+        line.push_str(&format!(", {rate:.1} MiB/s"));
+    }
+    line.push_str(&format!(" (connect {})", format_duration(connected)));
+    println!("{line}");
+    Ok(())
+}
+
+/// Runs one procedure; returns what was verified and the payload bytes moved.
+async fn perform<C: oncrpc::Channel>(
+    client: &RdmatestClient<C>,
+    procedure: Procedure,
+    seed: u32,
+) -> Result<(String, u64), ClientError> {
+    Ok(match procedure {
+        Procedure::Null => {
+            client.null().await?;
+            ("void reply".into(), 0)
+        }
+        Procedure::Echo { size } => {
+            let data = pattern::pattern(seed, size as usize);
+            let back = client.echo(data).await?;
+            (
+                format!("{} bytes echoed identically", back.len()),
+                2 * u64::from(size),
+            )
+        }
+        Procedure::Put { size } => {
+            let res = client.put(pattern::pattern(seed, size as usize)).await?;
+            (
+                format!(
+                    "server saw {} bytes, CRC-32C {:#010x} matches",
+                    res.length, res.crc32c
+                ),
+                size.into(),
+            )
+        }
+        Procedure::Get { size } => {
+            let data = client.get(size, seed).await?;
+            (
+                format!("{} bytes of pattern seed {seed}", data.len()),
+                size.into(),
+            )
+        }
+        Procedure::Get2 { a, b } => {
+            let res = client.get2(a, b, seed).await?;
+            (
+                format!(
+                    "a: {} bytes of pattern seed {seed}, marker 0xfeedface, b: {} bytes of pattern seed {}",
+                    res.a.len(),
+                    res.b.len(),
+                    seed.wrapping_add(1)
+                ),
+                u64::from(a) + u64::from(b),
+            )
+        }
+        Procedure::Sleep { ms } => {
+            client.sleep(ms).await?;
+            (format!("server slept {ms} ms"), 0)
+        }
+    })
+}
+
+/// Adds what a failure means where the bare error does not say.
+fn explain(e: ClientError) -> anyhow::Error {
+    match e {
+        ClientError::GetStatus(rdmatest::proto::GET_STATUS_TOO_LONG) => anyhow::anyhow!(
+            "server answered GET status 1: the length is above the server's maximum (see `rpcrdma serve --max-data`)"
+        ),
+        e => anyhow::Error::new(e),
+    }
+}
+
+fn format_duration(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1000.0 {
+        format!("{us:.0} µs")
+    } else if us < 1e6 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{:.3} s", us / 1e6)
+    }
+}

@@ -1,0 +1,146 @@
+//! `rpcrdma serve`: serve the RDMATEST program until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{ArgGroup, Args};
+use oncrpc::Dispatcher;
+use oncrpc_tcp::record::RecordLimits;
+use oncrpc_tcp::{ServerConfig, TcpServer};
+use rdmatest::RdmatestServer;
+
+use crate::size::{format_size, parse_size};
+
+/// Arguments of `rpcrdma serve`. Each listener option names one transport;
+/// at least one is required, and several may be combined.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("listeners").required(true).multiple(true)))]
+pub struct ServeArgs {
+    /// Serve ONC RPC over TCP (RFC 5531 record marking) on HOST:PORT; port 0
+    /// picks a free port. May be repeated.
+    #[arg(long, value_name = "HOST:PORT", group = "listeners")]
+    tcp_listen: Vec<String>,
+
+    /// Largest ECHO, PUT and GET data the service accepts or produces; a GET
+    /// for more answers status 1.
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_u32_size)]
+    max_data: u32,
+
+    /// Largest RPC message (record) accepted on a TCP connection; a peer
+    /// sending a larger one is disconnected.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_usize_size)]
+    max_record: usize,
+
+    /// Calls of one connection executed concurrently.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    max_calls_per_connection: usize,
+}
+
+fn parse_u32_size(s: &str) -> Result<u32, String> {
+    let n = parse_size(s)?;
+    u32::try_from(n).map_err(|_| format!("size {s:?} is over 4 GiB - 1"))
+}
+
+fn parse_usize_size(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("size {s:?} is too large"))
+}
+
+/// Runs the server(s) until a signal asks them to stop.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Install the signal handlers before announcing readiness, so a signal
+    // sent as soon as "listening" is printed is handled, not fatal.
+    let mut stop = Signals::new().context("cannot install signal handlers")?;
+
+    let service = RdmatestServer::new(rdmatest::ServerConfig {
+        max_get_len: args.max_data,
+        max_echo_len: args.max_data,
+        max_put_len: args.max_data,
+        ..Default::default()
+    });
+    let dispatcher = Arc::new(Dispatcher::builder().service(service).build());
+    let tcp_config = ServerConfig {
+        limits: RecordLimits {
+            max_record_size: args.max_record,
+            ..RecordLimits::default()
+        },
+        max_calls_per_connection: args.max_calls_per_connection,
+        ..ServerConfig::default()
+    };
+
+    let mut running = Vec::new();
+    for addr in &args.tcp_listen {
+        let server = TcpServer::bind(addr.as_str(), dispatcher.clone(), tcp_config.clone())
+            .await
+            .with_context(|| format!("cannot listen on tcp {addr}"))?;
+        let local = server.local_addr()?;
+        let handle = server.shutdown_handle();
+        running.push((format!("tcp {local}"), handle, tokio::spawn(server.run())));
+        announce(&format!(
+            "rpcrdma: listening on tcp {local} (RDMATEST program {}, version {}, max data {})",
+            rdmatest::PROGRAM,
+            rdmatest::VERSION,
+            format_size(args.max_data.into())
+        ))?;
+    }
+
+    let signal = stop.recv().await;
+    eprintln!("rpcrdma: {signal}: shutting down");
+    for (_, handle, _) in &running {
+        handle.shutdown();
+    }
+    for (name, _, task) in running {
+        task.await
+            .with_context(|| format!("server {name} panicked"))?
+            .with_context(|| format!("server {name} failed"))?;
+    }
+    Ok(())
+}
+
+/// Prints a line on stdout and flushes it at once (scripts wait for it).
+fn announce(line: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// SIGINT and SIGTERM, registered at creation.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
+    }
+
+    /// Waits for the next signal; returns its name.
+    async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => "SIGINT",
+                _ = self.terminate.recv() => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "interrupt"
+        }
+    }
+}

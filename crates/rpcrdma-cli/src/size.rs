@@ -1,0 +1,81 @@
+//! Byte sizes on the command line: `4096`, `4k`, `1M`, `16MiB`, `2g`.
+
+/// Parses a size: a decimal number optionally followed by a binary unit
+/// (`k`/`K`/`KiB`/`kb`, `M`/`MiB`, `G`/`GiB`; case-insensitive, all powers
+/// of 1024) or `b`/`B` for bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() {
+        return Err(format!(
+            "invalid size {text:?}: expected a number such as 4096, 4k or 16MiB"
+        ));
+    }
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid size {text:?}: number too large"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        other => {
+            return Err(format!(
+                "invalid size {text:?}: unknown unit {other:?} (use k, M, G, KiB, MiB or GiB)"
+            ))
+        }
+    };
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("invalid size {text:?}: too large"))
+}
+
+/// Formats a byte count for people: `512 B`, `4 KiB`, `16 MiB`, `1.5 MiB`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, scale) in UNITS {
+        if bytes >= scale {
+            return if bytes.is_multiple_of(scale) {
+                format!("{} {name}", bytes / scale)
+            } else {
+                format!("{:.2} {name}", bytes as f64 / scale as f64)
+            };
+        }
+    }
+    format!("{bytes} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("16mib"), Ok(16 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("7b"), Ok(7));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("4x").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("99999999999G").is_err());
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(format_size(0), "0 B");
+        assert_eq!(format_size(4096), "4 KiB");
+        assert_eq!(format_size(16 << 20), "16 MiB");
+        assert_eq!(format_size(1536 * 1024), "1.50 MiB");
+    }
+}

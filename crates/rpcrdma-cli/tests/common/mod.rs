@@ -1,0 +1,105 @@
+//! Shared helpers: run the real `rpcrdma` binary as a server and a client.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of the binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_rpcrdma");
+
+/// A running `rpcrdma serve`; killed on drop.
+pub struct Server {
+    child: Child,
+    /// The TCP address it announced.
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Starts `rpcrdma serve --tcp-listen 127.0.0.1:0 EXTRA...` and waits
+    /// for its "listening" line.
+    pub fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--tcp-listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn rpcrdma serve");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        assert!(line.contains("listening"), "unexpected first line {line:?}");
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.parse::<SocketAddr>().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        Server { child, addr }
+    }
+
+    /// `tcp://ADDR`.
+    pub fn url(&self) -> String {
+        format!("tcp://{}", self.addr)
+    }
+
+    /// Sends `signal` (e.g. "TERM") and waits up to 10 s for the exit.
+    pub fn stop(mut self, signal: &str) -> ExitStatus {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -{signal} failed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not exit after SIG{signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `rpcrdma ARGS...` to completion.
+pub fn rpcrdma(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run rpcrdma")
+}
+
+/// Runs `rpcrdma call URL ARGS...`, asserts success and "verified OK";
+/// returns stdout.
+pub fn call_ok(url: &str, args: &[&str]) -> String {
+    let mut all = vec!["call", url];
+    all.extend_from_slice(args);
+    let out = rpcrdma(&all);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "rpcrdma {all:?} failed ({}):\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("verified OK"),
+        "no verification in {stdout:?}"
+    );
+    stdout
+}

@@ -131,7 +131,7 @@ fn exercise(bytes: &[u8]) {
     if let Ok(h) = Header::parse(bytes, &DecodeLimits::default()) {
         if let Some(c) = h.chunks() {
             let _ = c.read_list.chunks().map(|c| c.total_len()).sum::<u64>();
-            let _ = c.write_list.chunks().map(|c| c.is_unused()).count();
+            let _ = c.write_list.chunks().filter(|c| c.is_unused()).count();
         }
         let _ = h.to_repr();
     }

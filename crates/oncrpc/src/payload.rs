@@ -439,6 +439,13 @@ impl PayloadBuilder {
 /// lies within one piece — in particular a whole `Ddp` piece, whose implied
 /// pad is then skipped — and copy only when an item straddles pieces (the
 /// copy is bounded by the caller's maximum and by the bytes present).
+///
+/// An opaque (fixed or variable) that starts exactly at a `Ddp` piece must
+/// have that piece's length, else
+/// [`xdr::Error::SeparateLengthMismatch`]: a length word that disagrees with
+/// the data carried in a chunk is malformed, not data to reinterpret.
+///
+/// After an error the decoder's position is unspecified.
 #[derive(Debug, Clone)]
 pub struct PayloadDecoder<'a> {
     pieces: &'a [Piece],
@@ -592,6 +599,14 @@ impl XdrRead for PayloadDecoder<'_> {
             return Err(self.truncated(needed));
         }
         let data = match self.pieces.get(self.idx) {
+            // A Ddp piece is exactly the content of the opaque whose length
+            // word precedes it (RFC 8166 §6); anything else is malformed.
+            Some(Piece::Ddp(b)) if self.off == 0 && b.len() != len => {
+                return Err(xdr::Error::SeparateLengthMismatch {
+                    declared: len,
+                    actual: b.len(),
+                });
+            }
             Some(p) if self.off + len <= p.bytes().len() => {
                 let b = p.bytes().slice(self.off..self.off + len);
                 self.advance(len);

@@ -182,7 +182,8 @@ fn server_piece_shapes() {
         .collect();
     assert_eq!(ddp, [10, 20]);
     // The PUT argument is read from its Ddp piece without copying: the CRC
-    // matches, and a length word longer than the Ddp piece (1200 > 999) is garbage.
+    // matches, and a length word that differs from the Ddp piece (longer:
+    // 1200, or shorter: 1000 > 999 would eat the pad) is garbage.
     let data = Bytes::from(vec![3u8; 999]);
     let mut a = Payload::builder();
     a.ddp_opaque(data.clone());

@@ -42,6 +42,16 @@ pub enum Error {
     /// A string was required to be UTF-8 and was not.
     #[error("XDR string is not valid UTF-8")]
     InvalidUtf8,
+    /// A length word disagrees with the length of the data it describes
+    /// when that data travels separately (e.g. an `oncrpc` DDP piece moved
+    /// by RPC-over-RDMA in a chunk).
+    #[error("length word {declared} disagrees with separately carried data of {actual} bytes")]
+    SeparateLengthMismatch {
+        /// Length word in the stream.
+        declared: usize,
+        /// Length of the separately carried data.
+        actual: usize,
+    },
     /// Bytes were left over after the last expected item.
     #[error("{0} trailing bytes after the XDR data")]
     TrailingBytes(usize),

@@ -243,6 +243,23 @@ fn truncated_ddp_reports_error() {
 }
 
 #[test]
+fn ddp_length_word_must_match_piece() {
+    // Length word 6 (pad 2) but the Ddp piece holds 5 bytes (pad 3): the
+    // stream lengths agree, yet the item is malformed.
+    let p = Payload::from_pieces([
+        Piece::Xdr(Bytes::from_static(&[0, 0, 0, 6])),
+        Piece::Ddp(Bytes::from_static(b"hello")),
+    ]);
+    assert_eq!(
+        p.decoder().opaque(100),
+        Err(xdr::Error::SeparateLengthMismatch {
+            declared: 6,
+            actual: 5
+        })
+    );
+}
+
+#[test]
 fn empty_pieces() {
     let p = Payload::from_pieces([Piece::Xdr(Bytes::new()), Piece::Ddp(Bytes::new())]);
     assert_eq!(p.pieces().len(), 1);

@@ -38,8 +38,12 @@ pub const DEFAULT_MAX_RECORD_SIZE: usize = 64 * 1024 * 1024;
 /// that the bookkeeping of a record stays bounded (a few hundred KiB).
 pub const DEFAULT_MAX_FRAGMENTS: usize = 16 * 1024;
 
-/// Default size of the fragments [`RecordEncoder`] produces: 1 MiB.
-pub const DEFAULT_MAX_FRAGMENT_SIZE: usize = 1024 * 1024;
+/// Default size limit of the fragments [`RecordEncoder`] produces: the
+/// largest a header can express, so every message of up to 2 GiB is one
+/// fragment (as Linux and libtirpc servers send replies). A receiver then
+/// gets each message as one contiguous buffer and decodes its opaque data
+/// without copying; smaller fragments are a configuration choice.
+pub const DEFAULT_MAX_FRAGMENT_SIZE: usize = MAX_FRAGMENT_LEN as usize;
 
 /// The 4-octet header in front of every fragment (RFC 5531 §11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

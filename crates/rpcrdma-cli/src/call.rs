@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use rdmatest::{pattern, ClientError, RdmatestClient};
 
 use crate::channel;
-use crate::size::{format_size, parse_size};
+use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 use crate::target::{parse_target, Target};
 
 /// Arguments of `rpcrdma call`.
@@ -29,6 +29,11 @@ pub struct CallArgs {
     /// (default: 30, plus the duration of a SLEEP).
     #[arg(long, global = true, value_name = "SECONDS")]
     timeout: Option<f64>,
+
+    /// TCP: split the call into record-marking fragments of at most SIZE
+    /// bytes (default: one fragment).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size_nonzero)]
+    max_fragment: Option<usize>,
 }
 
 /// An RDMATEST procedure (program 0x20005244, version 1).
@@ -39,28 +44,28 @@ enum Procedure {
     /// ECHO (1): send SIZE bytes of pattern data, check the same bytes return.
     Echo {
         /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
-        #[arg(value_parser = parse_u32_size)]
+        #[arg(value_parser = parse_size_u32)]
         size: u32,
     },
     /// PUT (2): send SIZE bytes, check the server's length and CRC-32C.
     Put {
         /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
-        #[arg(value_parser = parse_u32_size)]
+        #[arg(value_parser = parse_size_u32)]
         size: u32,
     },
     /// GET (3): fetch SIZE bytes of pattern data and check every byte.
     Get {
         /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
-        #[arg(value_parser = parse_u32_size)]
+        #[arg(value_parser = parse_size_u32)]
         size: u32,
     },
     /// GET2 (4): fetch two pattern items A and B around a marker; check all.
     Get2 {
         /// Size of the first item.
-        #[arg(value_parser = parse_u32_size)]
+        #[arg(value_parser = parse_size_u32)]
         a: u32,
         /// Size of the second item.
-        #[arg(value_parser = parse_u32_size)]
+        #[arg(value_parser = parse_size_u32)]
         b: u32,
     },
     /// SLEEP (5): the server waits MS milliseconds before replying.
@@ -86,11 +91,6 @@ impl Procedure {
     }
 }
 
-fn parse_u32_size(s: &str) -> Result<u32, String> {
-    let n = parse_size(s)?;
-    u32::try_from(n).map_err(|_| format!("size {s:?} is over the XDR limit of 4 GiB - 1"))
-}
-
 /// Makes the call, verifies it and prints what happened.
 pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let timeout = match args.timeout {
@@ -110,7 +110,11 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let target = &args.url;
 
     let start = Instant::now();
-    let channel = channel::connect(target, timeout).await?;
+    let options = channel::ConnectOptions {
+        timeout,
+        max_fragment: args.max_fragment,
+    };
+    let channel = channel::connect(target, options).await?;
     let connected = start.elapsed();
     let client = RdmatestClient::new(channel).with_timeout(timeout);
 

@@ -27,15 +27,27 @@ impl Channel for AnyChannel {
     }
 }
 
-/// Connects to `target`; `timeout` bounds connection setup.
-pub async fn connect(target: &Target, timeout: Duration) -> anyhow::Result<AnyChannel> {
+/// How to connect, whatever the transport.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectOptions {
+    /// Bound on connection setup.
+    pub timeout: Duration,
+    /// TCP: largest record-marking fragment of a call (`None`: one fragment
+    /// per call).
+    pub max_fragment: Option<usize>,
+}
+
+/// Connects to `target`.
+pub async fn connect(target: &Target, options: ConnectOptions) -> anyhow::Result<AnyChannel> {
     match target {
         Target::Tcp { addr } => {
+            let defaults = ClientConfig::default();
             let config = ClientConfig {
-                connect_timeout: timeout,
+                connect_timeout: options.timeout,
                 // Calls carry their own timeout.
                 default_timeout: None,
-                ..ClientConfig::default()
+                max_fragment_size: options.max_fragment.unwrap_or(defaults.max_fragment_size),
+                ..defaults
             };
             let channel = TcpChannel::connect_with(addr.as_str(), config)
                 .await

@@ -10,7 +10,7 @@ use oncrpc_tcp::record::RecordLimits;
 use oncrpc_tcp::{ServerConfig, TcpServer};
 use rdmatest::RdmatestServer;
 
-use crate::size::{format_size, parse_size};
+use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 
 /// Arguments of `rpcrdma serve`. Each listener option names one transport;
 /// at least one is required, and several may be combined.
@@ -24,27 +24,22 @@ pub struct ServeArgs {
 
     /// Largest ECHO, PUT and GET data the service accepts or produces; a GET
     /// for more answers status 1.
-    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_u32_size)]
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", value_parser = parse_size_u32)]
     max_data: u32,
 
     /// Largest RPC message (record) accepted on a TCP connection; a peer
     /// sending a larger one is disconnected.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_usize_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_size_nonzero)]
     max_record: usize,
+
+    /// Largest record-marking fragment of a TCP reply (default: one fragment
+    /// per reply); smaller values split replies into many fragments.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_nonzero)]
+    max_fragment: Option<usize>,
 
     /// Calls of one connection executed concurrently.
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_calls_per_connection: usize,
-}
-
-fn parse_u32_size(s: &str) -> Result<u32, String> {
-    let n = parse_size(s)?;
-    u32::try_from(n).map_err(|_| format!("size {s:?} is over 4 GiB - 1"))
-}
-
-fn parse_usize_size(s: &str) -> Result<usize, String> {
-    let n = parse_size(s)?;
-    usize::try_from(n).map_err(|_| format!("size {s:?} is too large"))
 }
 
 /// Runs the server(s) until a signal asks them to stop.
@@ -67,6 +62,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         max_calls_per_connection: args.max_calls_per_connection,
         ..ServerConfig::default()
+    };
+    let tcp_config = ServerConfig {
+        max_fragment_size: args.max_fragment.unwrap_or(tcp_config.max_fragment_size),
+        ..tcp_config
     };
 
     let mut running = Vec::new();

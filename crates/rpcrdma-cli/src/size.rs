@@ -33,6 +33,21 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("invalid size {text:?}: too large"))
 }
 
+/// [`parse_size`] for a 32-bit XDR length.
+pub fn parse_size_u32(s: &str) -> Result<u32, String> {
+    let n = parse_size(s)?;
+    u32::try_from(n).map_err(|_| format!("size {s:?} is over the XDR limit of 4 GiB - 1"))
+}
+
+/// [`parse_size`] for a buffer or limit size: at least one byte.
+pub fn parse_size_nonzero(s: &str) -> Result<usize, String> {
+    match usize::try_from(parse_size(s)?) {
+        Ok(0) => Err(format!("invalid size {s:?}: expected 1 byte or more")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("size {s:?} is too large")),
+    }
+}
+
 /// Formats a byte count for people: `512 B`, `4 KiB`, `16 MiB`, `1.5 MiB`.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
@@ -69,6 +84,10 @@ mod tests {
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("99999999999G").is_err());
+        assert_eq!(parse_size_u32("4GiB").map_err(|_| ()), Err(()));
+        assert_eq!(parse_size_u32("16M"), Ok(16 << 20));
+        assert!(parse_size_nonzero("0").is_err());
+        assert_eq!(parse_size_nonzero("4k"), Ok(4096));
     }
 
     #[test]

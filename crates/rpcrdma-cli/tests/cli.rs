@@ -77,6 +77,18 @@ fn get_above_the_maximum_answers_status_1() {
 }
 
 #[test]
+fn multi_fragment_records_both_ways() {
+    let server = Server::start(&["--max-fragment", "3000"]);
+    for args in [
+        &["--max-fragment", "1k", "echo", "1M"][..],
+        &["--max-fragment", "1", "put", "10k"][..],
+        &["get2", "100k", "50k", "--max-fragment", "4k"][..],
+    ] {
+        call_ok(&server.url(), args);
+    }
+}
+
+#[test]
 fn sigint_and_sigterm_exit_cleanly() {
     for signal in ["INT", "TERM"] {
         let server = Server::start(&[]);

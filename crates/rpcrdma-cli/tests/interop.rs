@@ -121,12 +121,16 @@ fn build_c_client(dir: &Path) -> PathBuf {
 fn libtirpc_client_from_rpcgen_stubs() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build_c_client(dir.path());
-    let server = Server::start(&["--max-data", "4MiB"]);
-    let ip = server.addr.ip().to_string();
-    let port = server.addr.port().to_string();
-    // SENDSZ 0 = libtirpc's default; 4000 makes every large call a record of
-    // many small fragments.
-    for sendsz in ["0", "4000"] {
+    // Single-fragment records both ways; then many small fragments both
+    // ways (libtirpc's SENDSZ bounds its fragments, --max-fragment ours).
+    for (server_fragment, sendsz) in [(None, "0"), (Some("4000"), "4000")] {
+        let mut args = vec!["--max-data", "4MiB"];
+        if let Some(f) = server_fragment {
+            args.extend(["--max-fragment", f]);
+        }
+        let server = Server::start(&args);
+        let ip = server.addr.ip().to_string();
+        let port = server.addr.port().to_string();
         let out = Command::new(&exe)
             .args([&ip, &port, &(4u32 << 20).to_string(), sendsz])
             .output()
@@ -135,7 +139,7 @@ fn libtirpc_client_from_rpcgen_stubs() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
-            "C client (sendsz {sendsz}) failed ({}):\n{stdout}\n{stderr}",
+            "C client (server fragments {server_fragment:?}, sendsz {sendsz}) failed ({}):\n{stdout}\n{stderr}",
             out.status
         );
         assert!(stdout.contains("all checks passed"), "{stdout}");

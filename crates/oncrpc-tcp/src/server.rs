@@ -18,7 +18,7 @@ use bytes::Bytes;
 use oncrpc::{DispatchOutcome, Payload, Piece};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, info_span, warn, Instrument};
 
@@ -227,7 +227,11 @@ async fn serve_connection<S: RecordService>(
     debug!("connection accepted");
     let (read_half, write_half) = stream.into_split();
     let mut reader = RecordReader::new(read_half, config.limits);
-    let (reply_tx, reply_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
+    // Each queued reply carries its call's permit, released only once the
+    // reply is written: a peer that sends calls but does not read replies
+    // stops being read after `max_calls_per_connection` of them, instead of
+    // making replies pile up in memory.
+    let (reply_tx, reply_rx) = mpsc::unbounded_channel::<QueuedReply>();
     let mut writer = tokio::spawn(write_replies(write_half, reply_rx).in_current_span());
     let calls_allowed = Arc::new(Semaphore::new(config.max_calls_per_connection.max(1)));
     let mut calls = JoinSet::new();
@@ -261,9 +265,11 @@ async fn serve_connection<S: RecordService>(
                             let mut framed = Vec::with_capacity(reply.len() + 2);
                             encoder.encode(&reply, &mut framed);
                             // A closed writer means the connection is gone.
-                            let _ = reply_tx.send(framed);
+                            let _ = reply_tx.send(QueuedReply {
+                                chain: framed,
+                                _permit: permit,
+                            });
                         }
-                        drop(permit);
                     }
                     .in_current_span(),
                 );
@@ -302,23 +308,35 @@ async fn serve_connection<S: RecordService>(
     }
 }
 
+/// A framed reply waiting for the writer, holding its call's slot.
+struct QueuedReply {
+    chain: Vec<Bytes>,
+    _permit: OwnedSemaphorePermit,
+}
+
 /// Writes reply records as they complete, batching those that are ready.
-async fn write_replies(mut w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>) {
+async fn write_replies(mut w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<QueuedReply>) {
     use tokio::io::AsyncWriteExt;
     let mut chain = VecDeque::new();
+    let mut batch = Vec::new();
     while let Some(first) = rx.recv().await {
-        chain.extend(first);
+        batch.push(first);
         // Batch whatever else is ready, up to a bound on queued pieces.
-        while chain.len() < 1024 {
+        while batch.len() < 64 {
             match rx.try_recv() {
-                Ok(more) => chain.extend(more),
+                Ok(more) => batch.push(more),
                 Err(_) => break,
             }
+        }
+        for reply in &mut batch {
+            chain.extend(std::mem::take(&mut reply.chain));
         }
         if let Err(e) = write_chain(&mut w, &mut chain).await {
             debug!(error = %e, "write failed");
             return;
         }
+        // Written: release the calls' slots.
+        batch.clear();
     }
     let _ = w.shutdown().await;
 }

@@ -369,3 +369,50 @@ async fn many_outstanding_calls_on_one_connection() {
     stop.shutdown();
     task.await.unwrap().unwrap();
 }
+
+/// A peer that sends calls but does not read the replies is no longer read
+/// once its calls in progress (replies not yet written) reach the limit: the
+/// server's memory stays bounded, and the peer's writes block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_not_reading_replies_is_throttled() {
+    let (addr, stop, task) = start(ServerConfig {
+        max_calls_per_connection: 2,
+        ..Default::default()
+    })
+    .await;
+    let sock = TcpStream::connect(addr).await.unwrap();
+    let (rd, mut wr) = sock.into_split();
+    const CALLS: u32 = 64;
+    let payload = data(1 << 20);
+    let writer = tokio::spawn(async move {
+        let enc = RecordEncoder::default();
+        for xid in 1..=CALLS {
+            let call = echo_req(payload.clone()).encode(xid);
+            let chunks: Vec<Bytes> = call.xdr_chunks().collect();
+            wr.write_all(&enc.encode_to_vec(&chunks)).await.unwrap();
+        }
+        wr
+    });
+    // 64 MiB of calls cannot all be buffered by the kernel: if the server
+    // kept reading, the writes would complete.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!writer.is_finished(), "server kept reading calls");
+    // Reading the replies lets everything through, every reply intact.
+    let mut reader = RecordReader::new(rd, RecordLimits::default());
+    let mut xids = Vec::new();
+    for _ in 0..CALLS {
+        let reply = tokio::time::timeout(Duration::from_secs(20), reader.next_record())
+            .await
+            .expect("reply")
+            .unwrap()
+            .unwrap()
+            .into_contiguous();
+        assert_eq!(reply.len(), 24 + 4 + (1 << 20));
+        xids.push(u32::from_be_bytes(reply[..4].try_into().unwrap()));
+    }
+    xids.sort_unstable();
+    assert_eq!(xids, (1..=CALLS).collect::<Vec<_>>());
+    drop(writer.await.unwrap());
+    stop.shutdown();
+    task.await.unwrap().unwrap();
+}

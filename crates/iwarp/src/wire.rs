@@ -25,6 +25,9 @@ pub mod rdmap;
 pub mod sgl;
 pub mod terminate;
 
+#[cfg(test)]
+mod proptests;
+
 /// Errors from parsing or emitting wire formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Error {

@@ -212,7 +212,8 @@ impl CallReassembly {
     /// Contiguous unreduced stream, from the reduced stream and each data
     /// chunk's bytes (convenience for tests; pads are written as zeros).
     pub fn to_contiguous(&self, reduced: &[u8], chunk_data: &[&[u8]]) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(self.unreduced_len as usize);
+        // Never reserve on the peer's say-so; grow as real bytes arrive.
+        let mut out = Vec::with_capacity(self.unreduced_len.min(1 << 20) as usize);
         for p in &self.pieces {
             match *p {
                 CallPiece::Inline { offset, len } => {

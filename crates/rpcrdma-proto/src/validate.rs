@@ -95,8 +95,10 @@ pub struct ReceivedCall<'a> {
 /// The outcome of [`check_call`].
 #[derive(Clone, Debug)]
 pub enum CallVerdict<'a> {
-    /// Process it. For a Long Call, pull the Position-Zero chunk and call
-    /// [`ReceivedCall::check_payload`] before processing.
+    /// Process it. For a Long Call, pull the Position-Zero chunk (bounded by
+    /// [`DecodeLimits::max_long_call`]) and call
+    /// [`ReceivedCall::check_payload`] before pulling any other Read chunk:
+    /// only then are their lengths checked against the binding.
     Deliver(Box<ReceivedCall<'a>>),
     /// Send this RDMA_ERROR header (ERR_VERS or ERR_CHUNK).
     ReplyError(HeaderRepr),
@@ -184,6 +186,13 @@ pub fn check_call<'a>(
         Ok(r) => r,
         Err(_) => return err_chunk(xid, vers, grant),
     };
+    if reassembly
+        .position_zero
+        .as_ref()
+        .is_some_and(|p| p.len > limits.max_long_call)
+    {
+        return err_chunk(xid, vers, grant);
+    }
     let mut call = ReceivedCall {
         header,
         reassembly,

@@ -120,6 +120,10 @@ pub struct DecodeLimits {
     pub max_read_chunks: u32,
     /// Maximum number of Write chunks in the Write list.
     pub max_write_chunks: u32,
+    /// Largest Position-Zero Read chunk (a Long Call's whole Payload
+    /// stream) a Responder accepts to pull; larger ones earn ERR_CHUNK
+    /// rather than an allocation of the peer's choosing.
+    pub max_long_call: u64,
 }
 
 impl Default for DecodeLimits {
@@ -128,6 +132,7 @@ impl Default for DecodeLimits {
             max_segments_per_chunk: 16,
             max_read_chunks: 8,
             max_write_chunks: 8,
+            max_long_call: (16 << 20) + (64 << 10),
         }
     }
 }

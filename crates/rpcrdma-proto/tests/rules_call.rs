@@ -379,3 +379,36 @@ fn rfc8167_reply_message_at_responder_is_discarded() {
         CallVerdict::Discard(DiscardReason::WrongDirection)
     ));
 }
+
+#[test]
+fn rfc8166_s4_5_2_oversized_position_zero_chunk_gets_err_chunk() {
+    // Found by fuzzing: a 3.5 GB Position-Zero chunk must not be pulled.
+    let m = Words::new()
+        .ws(&[XID, 1, 32, 1, 1, 0])
+        .hloo(1, 0xd4b7_ffff, 0)
+        .ws(&[0, 0, 0])
+        .done();
+    expect_err_chunk(&m, &NoBindings);
+    let small = DecodeLimits {
+        max_long_call: 4096,
+        ..limits()
+    };
+    let m = Words::new()
+        .ws(&[XID, 1, 32, 1, 1, 0])
+        .hloo(1, 4097, 0)
+        .ws(&[0, 0, 0])
+        .done();
+    assert_eq!(
+        check_call(&m, &small, &NoBindings, GRANT).action(),
+        Action::ReplyErrChunk
+    );
+    let m = Words::new()
+        .ws(&[XID, 1, 32, 1, 1, 0])
+        .hloo(1, 4096, 0)
+        .ws(&[0, 0, 0])
+        .done();
+    assert_eq!(
+        check_call(&m, &small, &NoBindings, GRANT).action(),
+        Action::Deliver
+    );
+}

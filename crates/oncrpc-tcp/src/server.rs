@@ -253,7 +253,10 @@ async fn serve_connection<S: RecordService>(
             r = reader.next_record() => r,
             _ = stop.wait_for(|s| *s) => break Ok(()),
             _ = &mut writer => break Ok(()),
-            Some(_) = calls.join_next(), if !calls.is_empty() => continue,
+            Some(done) = calls.join_next(), if !calls.is_empty() => {
+                log_call_end(done);
+                continue;
+            }
         };
         match record {
             Ok(Some(record)) => {
@@ -274,7 +277,9 @@ async fn serve_connection<S: RecordService>(
                     .in_current_span(),
                 );
                 // Reap finished call tasks without waiting.
-                while calls.try_join_next().is_some() {}
+                while let Some(done) = calls.try_join_next() {
+                    log_call_end(done);
+                }
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
@@ -286,9 +291,13 @@ async fn serve_connection<S: RecordService>(
             // Peer closed its side or the server is stopping: finish calls in
             // progress and flush their replies.
             let grace = config.shutdown_grace;
-            if tokio::time::timeout(grace, async { while calls.join_next().await.is_some() {} })
-                .await
-                .is_err()
+            if tokio::time::timeout(grace, async {
+                while let Some(done) = calls.join_next().await {
+                    log_call_end(done);
+                }
+            })
+            .await
+            .is_err()
             {
                 warn!("calls still running after the grace period; abandoning them");
                 calls.shutdown().await;
@@ -304,6 +313,15 @@ async fn serve_connection<S: RecordService>(
             warn!(error = %e, "closing connection");
             calls.shutdown().await;
             writer.abort();
+        }
+    }
+}
+
+/// Reports a call task that panicked (its caller gets no reply).
+fn log_call_end(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        if e.is_panic() {
+            warn!("a call handler panicked; its call gets no reply");
         }
     }
 }

@@ -42,7 +42,11 @@ impl Cq {
         q.extend(wcs);
         if q.len() > self.inner.capacity {
             self.inner.overrun.store(true, Ordering::Relaxed);
-            tracing::warn!(len = q.len(), cap = self.inner.capacity, "completion queue overrun");
+            tracing::warn!(
+                len = q.len(),
+                cap = self.inner.capacity,
+                "completion queue overrun"
+            );
         }
         let added = q.len() > before;
         drop(q);
@@ -63,7 +67,11 @@ impl Cq {
 
     /// Completions currently queued.
     pub fn len(&self) -> usize {
-        self.inner.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.inner
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// True if no completion is queued.
@@ -81,19 +89,21 @@ impl rdma_verbs::CompletionQueue for Cq {
     }
 
     fn poll_one(&self) -> Option<WorkCompletion> {
-        self.inner.queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+        self.inner
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
     }
 
-    fn wait(&self) -> impl std::future::Future<Output = ()> + Send {
-        async move {
-            let notified = self.inner.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !self.is_empty() {
-                return;
-            }
-            notified.await;
+    async fn wait(&self) {
+        let notified = self.inner.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.is_empty() {
+            return;
         }
+        notified.await;
     }
 }
 

@@ -175,7 +175,10 @@ impl StagTable {
         if !st.valid || region.stag_for(st.key) != stag || region.pd != pd {
             return false;
         }
-        if remote && !(st.access.contains(Access::REMOTE_READ) || st.access.contains(Access::REMOTE_WRITE)) {
+        if remote
+            && !(st.access.contains(Access::REMOTE_READ)
+                || st.access.contains(Access::REMOTE_WRITE))
+        {
             return false;
         }
         st.valid = false;
@@ -210,18 +213,39 @@ mod tests {
         );
         let st = r.lock();
         let stag = r.stag_for(st.key);
-        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, 0, 16), Ok(0..16));
-        assert_eq!(st.check(&r, stag ^ 1, 1, Access::REMOTE_WRITE, 0, 1), Err(MemError::InvalidStag));
-        assert_eq!(st.check(&r, stag, 2, Access::REMOTE_WRITE, 0, 1), Err(MemError::NotAssociated));
-        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_READ, 0, 1), Err(MemError::Access));
-        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, 8, 9), Err(MemError::Bounds));
-        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, u64::MAX, 2), Err(MemError::ToWrap));
+        assert_eq!(
+            st.check(&r, stag, 1, Access::REMOTE_WRITE, 0, 16),
+            Ok(0..16)
+        );
+        assert_eq!(
+            st.check(&r, stag ^ 1, 1, Access::REMOTE_WRITE, 0, 1),
+            Err(MemError::InvalidStag)
+        );
+        assert_eq!(
+            st.check(&r, stag, 2, Access::REMOTE_WRITE, 0, 1),
+            Err(MemError::NotAssociated)
+        );
+        assert_eq!(
+            st.check(&r, stag, 1, Access::REMOTE_READ, 0, 1),
+            Err(MemError::Access)
+        );
+        assert_eq!(
+            st.check(&r, stag, 1, Access::REMOTE_WRITE, 8, 9),
+            Err(MemError::Bounds)
+        );
+        assert_eq!(
+            st.check(&r, stag, 1, Access::REMOTE_WRITE, u64::MAX, 2),
+            Err(MemError::ToWrap)
+        );
         drop(st);
         assert!(!t.invalidate(stag, 2, true));
         assert!(t.invalidate(stag, 1, true));
         assert!(!t.invalidate(stag, 1, true));
         let st = r.lock();
-        assert_eq!(st.check(&r, stag, 1, Access::REMOTE_WRITE, 0, 1), Err(MemError::InvalidStag));
+        assert_eq!(
+            st.check(&r, stag, 1, Access::REMOTE_WRITE, 0, 1),
+            Err(MemError::InvalidStag)
+        );
     }
 
     #[test]
@@ -239,7 +263,12 @@ mod tests {
     #[test]
     fn local_only_region_cannot_be_remotely_invalidated() {
         let t = StagTable::default();
-        let r = t.insert(1, 4, Access::LOCAL_WRITE, Some(MrBuffer::from(vec![0u8; 4])));
+        let r = t.insert(
+            1,
+            4,
+            Access::LOCAL_WRITE,
+            Some(MrBuffer::from(vec![0u8; 4])),
+        );
         let stag = r.stag_for(r.lock().key);
         assert!(!t.invalidate(stag, 1, true));
         assert!(t.invalidate(stag, 1, false));

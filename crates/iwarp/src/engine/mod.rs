@@ -16,9 +16,7 @@ pub mod tx;
 use crate::cq::Cq;
 use crate::mem::StagTable;
 use crate::wire::terminate::TerminateRepr;
-use rdma_verbs::{
-    CmEvent, ConnError, QpState, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion,
-};
+use rdma_verbs::{CmEvent, ConnError, QpState, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -139,7 +137,14 @@ pub struct QpShared {
 
 impl QpShared {
     /// A new QP in [`QpState::Init`].
-    pub fn new(qp_num: u32, pd: u32, table: Arc<StagTable>, send_cq: Cq, recv_cq: Cq, limits: Limits) -> Self {
+    pub fn new(
+        qp_num: u32,
+        pd: u32,
+        table: Arc<StagTable>,
+        send_cq: Cq,
+        recv_cq: Cq,
+        limits: Limits,
+    ) -> Self {
         QpShared {
             qp_num,
             pd,
@@ -177,7 +182,14 @@ impl QpShared {
 
     /// Moves to [`QpState::Connected`] with the negotiated ORD/IRD.
     /// `gate_open` is false for an MPA responder until the first FPDU arrives.
-    pub fn establish(&self, ord: u32, ird: u32, gate_open: bool, local: Option<SocketAddr>, peer: Option<SocketAddr>) {
+    pub fn establish(
+        &self,
+        ord: u32,
+        ird: u32,
+        gate_open: bool,
+        local: Option<SocketAddr>,
+        peer: Option<SocketAddr>,
+    ) {
         let mut g = self.lock();
         if g.error.is_some() {
             return;
@@ -193,7 +205,13 @@ impl QpShared {
     }
 
     /// A completion for a send-queue WR.
-    pub fn wc(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32) -> WorkCompletion {
+    pub fn wc(
+        &self,
+        wr_id: u64,
+        status: WcStatus,
+        opcode: WcOpcode,
+        byte_len: u32,
+    ) -> WorkCompletion {
         WorkCompletion {
             wr_id,
             status,
@@ -209,7 +227,12 @@ impl QpShared {
     /// (if any) is queued as the last message, `first` (the failing WR's
     /// completion) is reported, then every outstanding WR is flushed. Only
     /// the first error counts.
-    pub fn fail(&self, error: ConnError, terminate: Option<TerminateRepr>, first: Option<WorkCompletion>) {
+    pub fn fail(
+        &self,
+        error: ConnError,
+        terminate: Option<TerminateRepr>,
+        first: Option<WorkCompletion>,
+    ) {
         let mut g = self.lock();
         if g.error.is_some() {
             return;
@@ -254,7 +277,12 @@ impl QpShared {
         self.event_wake.notify_waiters();
     }
 
-    fn flush_locked(&self, g: &mut QpInner, send_wcs: &mut Vec<WorkCompletion>, recv_wcs: &mut Vec<WorkCompletion>) {
+    fn flush_locked(
+        &self,
+        g: &mut QpInner,
+        send_wcs: &mut Vec<WorkCompletion>,
+        recv_wcs: &mut Vec<WorkCompletion>,
+    ) {
         for e in g.orq.drain(..) {
             if !e.internal {
                 send_wcs.push(self.wc(e.wr.wr_id, WcStatus::WrFlushError, WcOpcode::RdmaRead, 0));
@@ -282,7 +310,8 @@ impl QpShared {
 
 /// Builds a [`ConnError`] for a Terminate we send or receive.
 pub fn terminate_error(t: &TerminateRepr, remote: bool, what: &str) -> ConnError {
-    let code = (u32::from(t.layer) << 28) | (u32::from(t.etype & 0xF) << 24) | (u32::from(t.code) << 16);
+    let code =
+        (u32::from(t.layer) << 28) | (u32::from(t.etype & 0xF) << 24) | (u32::from(t.code) << 16);
     let cause = t
         .cause()
         .map(|c| format!("{c:?}"))
@@ -290,7 +319,9 @@ pub fn terminate_error(t: &TerminateRepr, remote: bool, what: &str) -> ConnError
     ConnError {
         remote,
         code: Some(code),
-        description: format!("{what}: Terminate {cause} (layer {}, etype {}, code {:#04x})", t.layer, t.etype, t.code),
+        description: format!(
+            "{what}: Terminate {cause} (layer {}, etype {}, code {:#04x})",
+            t.layer, t.etype, t.code
+        ),
     }
 }
-

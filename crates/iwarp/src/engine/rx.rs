@@ -86,7 +86,11 @@ enum Target {
     /// Payload is copied into `small` (Read Request body, Terminate body).
     Small,
     /// RDMA Write into a tagged buffer.
-    Tagged { region: Arc<Region>, stag: u32, to: u64 },
+    Tagged {
+        region: Arc<Region>,
+        stag: u32,
+        to: u64,
+    },
     /// Receive buffer or Read Response sink.
     Sgl(SglCursor),
 }
@@ -345,7 +349,11 @@ impl Rx {
             // so no CRC can be checked. Fatal at once.
             self.payload_len = 0;
             self.remaining = 0;
-            self.fatal(TerminateCause::DdpLocalCatastrophic, None, "ULPDU_Length shorter than the DDP header");
+            self.fatal(
+                TerminateCause::DdpLocalCatastrophic,
+                None,
+                "ULPDU_Length shorter than the DDP header",
+            );
             return;
         }
         self.payload_len = ulpdu_len - hlen;
@@ -374,8 +382,15 @@ impl Rx {
                 };
                 let check = {
                     let st = region.lock();
-                    st.check(&region, stag, self.sh.pd, Access::REMOTE_WRITE, to, self.payload_len as u64)
-                        .map(|_| ())
+                    st.check(
+                        &region,
+                        stag,
+                        self.sh.pd,
+                        Access::REMOTE_WRITE,
+                        to,
+                        self.payload_len as u64,
+                    )
+                    .map(|_| ())
                 };
                 match check {
                     Ok(()) => self.target = Target::Tagged { region, stag, to },
@@ -389,17 +404,26 @@ impl Rx {
                     self.defer(TerminateCause::RdmapUnexpectedOpcode, None);
                     return;
                 };
-                let (sink_stag, sink_to, len, sgl, wr_id, internal) =
-                    (e.sink_stag, e.sink_to, e.len, e.wr.sgl.clone(), e.wr.wr_id, e.internal);
+                let (sink_stag, sink_to, len, sgl, wr_id, internal) = (
+                    e.sink_stag,
+                    e.sink_to,
+                    e.len,
+                    e.wr.sgl.clone(),
+                    e.wr.wr_id,
+                    e.internal,
+                );
                 drop(g);
-                let fail_wc =
-                    (!internal).then(|| self.sh.wc(wr_id, WcStatus::LocalProtectionError, WcOpcode::RdmaRead, 0));
+                let fail_wc = (!internal).then(|| {
+                    self.sh
+                        .wc(wr_id, WcStatus::LocalProtectionError, WcOpcode::RdmaRead, 0)
+                });
                 let placed = self.rresp_placed;
                 if stag != sink_stag {
                     self.defer(TerminateCause::DdpTaggedInvalidStag, fail_wc);
-                } else if sink_to.checked_add(placed) != Some(to) {
-                    self.defer(TerminateCause::DdpTaggedBaseBounds, fail_wc);
-                } else if placed + self.payload_len as u64 > len || (last && placed + self.payload_len as u64 != len) {
+                } else if sink_to.checked_add(placed) != Some(to)
+                    || placed + self.payload_len as u64 > len
+                    || (last && placed + self.payload_len as u64 != len)
+                {
                     self.defer(TerminateCause::DdpTaggedBaseBounds, fail_wc);
                 } else if self.payload_len > 0 {
                     self.target = Target::Sgl(SglCursor::at(sgl, placed));
@@ -407,7 +431,7 @@ impl Rx {
             }
             RdmapRepr::RdmaReadRequest { msn, mo, last } => {
                 let g = self.sh.lock();
-                let full = g.irq.len() as u32 + g.reads_in_service >= g.ird;
+                let full = g.reads_in_service >= g.ird;
                 drop(g);
                 if msn != self.rreq_msn {
                     self.defer(TerminateCause::DdpMsnRange, None);
@@ -487,7 +511,8 @@ impl Rx {
                 Target::Small => {
                     let room = MAX_BODY_LEN - self.small_len;
                     let k = src_len.min(room);
-                    self.small[self.small_len..self.small_len + k].copy_from_slice(&self.stage[s..s + k]);
+                    self.small[self.small_len..self.small_len + k]
+                        .copy_from_slice(&self.stage[s..s + k]);
                     self.small_len += k;
                     if self.crc_on {
                         self.crc.update(&self.stage[s..s + src_len]);
@@ -600,10 +625,10 @@ impl Rx {
     /// The receive or read WR in progress, as a failed completion.
     fn current_failed_wc(&self) -> Option<WorkCompletion> {
         match self.repr {
-            Some(RdmapRepr::Send { .. }) => self
-                .recv_cur
-                .as_ref()
-                .map(|c| self.sh.wc(c.wr_id, WcStatus::TransportError, WcOpcode::Recv, 0)),
+            Some(RdmapRepr::Send { .. }) => self.recv_cur.as_ref().map(|c| {
+                self.sh
+                    .wc(c.wr_id, WcStatus::TransportError, WcOpcode::Recv, 0)
+            }),
             _ => None,
         }
     }
@@ -626,9 +651,12 @@ impl Rx {
                     drop(g);
                     if let Some(e) = e {
                         if !e.internal && e.wr.signaled {
-                            self.sh
-                                .send_cq
-                                .push(self.sh.wc(e.wr.wr_id, WcStatus::Success, WcOpcode::RdmaRead, e.len as u32));
+                            self.sh.send_cq.push(self.sh.wc(
+                                e.wr.wr_id,
+                                WcStatus::Success,
+                                WcOpcode::RdmaRead,
+                                e.len as u32,
+                            ));
                         }
                     }
                     self.sh.tx_wake.notify_one();
@@ -636,7 +664,11 @@ impl Rx {
             }
             RdmapRepr::RdmaReadRequest { .. } => {
                 let Ok(req) = ReadRequestRepr::parse(&self.small[..self.small_len]) else {
-                    self.fatal(TerminateCause::DdpMessageTooLong, None, "short Read Request");
+                    self.fatal(
+                        TerminateCause::DdpMessageTooLong,
+                        None,
+                        "short Read Request",
+                    );
                     return;
                 };
                 self.rreq_msn = self.rreq_msn.wrapping_add(1);
@@ -668,8 +700,17 @@ impl Rx {
                 self.send_msn = self.send_msn.wrapping_add(1);
                 if let Some(stag) = invalidate {
                     if !self.sh.table.invalidate(stag, self.sh.pd, true) {
-                        let wc = self.sh.wc(cur.wr_id, WcStatus::RemoteInvalidRequest, WcOpcode::Recv, 0);
-                        self.fatal(TerminateCause::RdmapCannotInvalidate, Some(wc), "Send with Invalidate of an STag that cannot be invalidated");
+                        let wc = self.sh.wc(
+                            cur.wr_id,
+                            WcStatus::RemoteInvalidRequest,
+                            WcOpcode::Recv,
+                            0,
+                        );
+                        self.fatal(
+                            TerminateCause::RdmapCannotInvalidate,
+                            Some(wc),
+                            "Send with Invalidate of an STag that cannot be invalidated",
+                        );
                         return;
                     }
                 }
@@ -726,7 +767,10 @@ impl Rx {
         let mut off = [0u8; 2 + 18 + READ_REQUEST_LEN];
         let mut n = self.hdr_have.min(self.hdr_need);
         off[..n].copy_from_slice(&self.hdr[..n]);
-        if hc.r && matches!(self.repr, Some(RdmapRepr::RdmaReadRequest { .. })) && self.small_len >= READ_REQUEST_LEN {
+        if hc.r
+            && matches!(self.repr, Some(RdmapRepr::RdmaReadRequest { .. }))
+            && self.small_len >= READ_REQUEST_LEN
+        {
             off[20..48].copy_from_slice(&self.small[..READ_REQUEST_LEN]);
             n = 48;
         }
@@ -795,7 +839,14 @@ where
             let n = (u64::from(sge.length) - c.off).min(max as u64);
             let mut st = region.lock();
             let range = st
-                .check(&region, sge.lkey, sh.pd, Access::LOCAL_WRITE, sge.offset + c.off, n)
+                .check(
+                    &region,
+                    sge.lkey,
+                    sh.pd,
+                    Access::LOCAL_WRITE,
+                    sge.offset + c.off,
+                    n,
+                )
                 .map_err(|_| PlaceErr::Mem(TerminateCause::DdpLocalCatastrophic, None))?;
             let Some(buf) = st.buffer.as_mut().and_then(|b| b.as_mut_slice()) else {
                 return Err(PlaceErr::Mem(TerminateCause::DdpLocalCatastrophic, None));

@@ -13,7 +13,9 @@ use crate::wire::fpdu::pad_len;
 use crate::wire::rdmap::{RdmapRepr, ReadRequestRepr};
 use crate::wire::terminate::{TerminateCause, TerminateRepr};
 use bytes::{BufMut, Bytes, BytesMut};
-use rdma_verbs::{Access, ConnError, MrBuffer, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion};
+use rdma_verbs::{
+    Access, ConnError, MrBuffer, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
+};
 use std::sync::Arc;
 
 /// The completion opcode for a send-queue operation.
@@ -185,7 +187,11 @@ impl Tx {
                         };
                         let mut g = self.sh.lock();
                         g.orq.push_back(OrqEntry {
-                            wr: SendWr::read(0, Vec::new(), rdma_verbs::RemoteAddr { rkey: 0, offset: 0 }),
+                            wr: SendWr::read(
+                                0,
+                                Vec::new(),
+                                rdma_verbs::RemoteAddr { rkey: 0, offset: 0 },
+                            ),
                             sink_stag: 0,
                             sink_to: 0,
                             len: 0,
@@ -215,7 +221,8 @@ impl Tx {
             let front = g.sq.front()?;
             if let SqItem::Wr(wr) = front {
                 let fenced = wr.fence && !g.orq.is_empty();
-                let ord_full = matches!(wr.op, SendOp::RdmaRead { .. }) && g.orq.len() as u32 >= g.ord;
+                let ord_full =
+                    matches!(wr.op, SendOp::RdmaRead { .. }) && g.orq.len() as u32 >= g.ord;
                 if fenced || ord_full {
                     return None;
                 }
@@ -226,9 +233,12 @@ impl Tx {
                     g.sq_outstanding = g.sq_outstanding.saturating_sub(1);
                     drop(g);
                     if signaled {
-                        self.sh
-                            .send_cq
-                            .push(self.sh.wc(wr_id, WcStatus::Success, WcOpcode::FastReg, 0));
+                        self.sh.send_cq.push(self.sh.wc(
+                            wr_id,
+                            WcStatus::Success,
+                            WcOpcode::FastReg,
+                            0,
+                        ));
                     }
                     continue;
                 }
@@ -258,7 +268,8 @@ impl Tx {
                     }
                     SendOp::RdmaRead { remote } => {
                         let len = wr.sgl_len();
-                        let (sink_stag, sink_to) = wr.sgl.first().map(|s| (s.lkey, s.offset)).unwrap_or((0, 0));
+                        let (sink_stag, sink_to) =
+                            wr.sgl.first().map(|s| (s.lkey, s.offset)).unwrap_or((0, 0));
                         self.rreq_msn = self.rreq_msn.wrapping_add(1);
                         let body = ReadRequestRepr {
                             sink_stag,
@@ -269,7 +280,12 @@ impl Tx {
                         };
                         if len > u64::from(u32::MAX) {
                             drop(g);
-                            let wc = self.sh.wc(wr.wr_id, WcStatus::LocalLengthError, WcOpcode::RdmaRead, 0);
+                            let wc = self.sh.wc(
+                                wr.wr_id,
+                                WcStatus::LocalLengthError,
+                                WcOpcode::RdmaRead,
+                                0,
+                            );
                             self.local_failure(wc, "RDMA Read longer than 4 GiB");
                             continue;
                         }
@@ -293,8 +309,13 @@ impl Tx {
                         let pieces = match gather(&self.sh, &wr.sgl) {
                             Ok(p) => p,
                             Err(_) => {
-                                let wc = self.sh.wc(wr.wr_id, WcStatus::LocalProtectionError, opcode, 0);
-                                self.local_failure(wc, "send SGL failed the local protection check");
+                                let wc =
+                                    self.sh
+                                        .wc(wr.wr_id, WcStatus::LocalProtectionError, opcode, 0);
+                                self.local_failure(
+                                    wc,
+                                    "send SGL failed the local protection check",
+                                );
                                 continue;
                             }
                         };
@@ -371,12 +392,26 @@ impl Tx {
         let pieces = if req.size == 0 {
             Vec::new()
         } else {
-            let region = self.sh.table.lookup(req.src_stag).ok_or(TerminateCause::RdmapInvalidStag)?;
+            let region = self
+                .sh
+                .table
+                .lookup(req.src_stag)
+                .ok_or(TerminateCause::RdmapInvalidStag)?;
             let st = region.lock();
             let range = st
-                .check(&region, req.src_stag, self.sh.pd, Access::REMOTE_READ, req.src_to, u64::from(req.size))
+                .check(
+                    &region,
+                    req.src_stag,
+                    self.sh.pd,
+                    Access::REMOTE_READ,
+                    req.src_to,
+                    u64::from(req.size),
+                )
                 .map_err(rdmap_cause)?;
-            vec![slice_of(st.buffer.as_ref().ok_or(TerminateCause::RdmapInvalidStag)?, range)]
+            vec![slice_of(
+                st.buffer.as_ref().ok_or(TerminateCause::RdmapInvalidStag)?,
+                range,
+            )]
         };
         let mut m = OutMsg::new(
             Kind::ReadResponse {
@@ -393,7 +428,11 @@ impl Tx {
     fn terminate_msg(&mut self, t: &TerminateRepr) -> OutMsg {
         let mut body = [0u8; crate::wire::terminate::MAX_BODY_LEN];
         let n = t.emit_body(&mut body).unwrap_or(0);
-        OutMsg::new(Kind::Terminate, vec![Bytes::copy_from_slice(&body[..n])], None)
+        OutMsg::new(
+            Kind::Terminate,
+            vec![Bytes::copy_from_slice(&body[..n])],
+            None,
+        )
     }
 
     fn emit_segments(&mut self, out: &mut Vec<Bytes>, budget: usize) -> usize {
@@ -432,7 +471,11 @@ impl Tx {
                     to: to.wrapping_add(off),
                     last,
                 },
-                Kind::ReadRequest { msn } => RdmapRepr::RdmaReadRequest { msn, mo: 0, last: true },
+                Kind::ReadRequest { msn } => RdmapRepr::RdmaReadRequest {
+                    msn,
+                    mo: 0,
+                    last: true,
+                },
                 Kind::Terminate => RdmapRepr::Terminate {
                     msn: 1,
                     mo: 0,
@@ -475,7 +518,11 @@ impl Tx {
                 c.update(&zeros[..pad]);
             }
             self.arena.put_slice(&zeros[..pad]);
-            let crc_bytes = if self.crc { crc::to_wire(c.finish()) } else { [0; 4] };
+            let crc_bytes = if self.crc {
+                crc::to_wire(c.finish())
+            } else {
+                [0; 4]
+            };
             self.arena.put_slice(&crc_bytes);
             out.push(self.arena.split().freeze());
             produced += 2 + ulpdu_len + pad + 4;
@@ -559,7 +606,14 @@ pub fn gather(sh: &QpShared, sgl: &[Sge]) -> Result<Vec<Bytes>, MemError> {
         }
         let region = sh.table.lookup(sge.lkey).ok_or(MemError::InvalidStag)?;
         let st = region.lock();
-        let range = st.check(&region, sge.lkey, sh.pd, Access::NONE, sge.offset, u64::from(sge.length))?;
+        let range = st.check(
+            &region,
+            sge.lkey,
+            sh.pd,
+            Access::NONE,
+            sge.offset,
+            u64::from(sge.length),
+        )?;
         let buf = st.buffer.as_ref().ok_or(MemError::InvalidStag)?;
         pieces.push(slice_of(buf, range));
     }

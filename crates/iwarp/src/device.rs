@@ -1,0 +1,829 @@
+//! The software iWARP device: the `rdma-verbs` implementation and the tokio
+//! driver (MPA handshake, one reader and one writer task per connection).
+
+use crate::cq::Cq;
+use crate::engine::rx::{Rx, RxStatus};
+use crate::engine::tx::Tx;
+use crate::engine::{Limits, QpShared, SqItem};
+use crate::handshake::{self, HandshakeError, MpaConfig, Negotiated, Request};
+use crate::mem::{next_key, Region, StagTable};
+use crate::wire::fpdu::mulpdu;
+use bytes::Bytes;
+use rdma_verbs::{
+    Access, CmEvent, ConnError, ConnInfo, ConnParam, FastRegWr, MrBuffer, QpInit, QpState, RecvWr,
+    RegisterError, SendOp, SendWr, VerbsError,
+};
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// Device configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// MPA preferences (CRC, revision, peer-to-peer).
+    pub mpa: MpaConfig,
+    /// Time allowed for the MPA Request/Reply exchange.
+    pub handshake_timeout: Duration,
+    /// Upper bound for IRD/ORD.
+    pub max_rd_atomic: u16,
+    /// Override the MULPDU (default: from the connection's MSS).
+    pub mulpdu: Option<usize>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mpa: MpaConfig::default(),
+            handshake_timeout: Duration::from_secs(10),
+            max_rd_atomic: 64,
+            mulpdu: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct DevInner {
+    cfg: Config,
+    table: Arc<StagTable>,
+    next_pd: AtomicU32,
+    next_qp: AtomicU32,
+}
+
+/// A software iWARP RNIC (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Device {
+    inner: Arc<DevInner>,
+}
+
+impl Device {
+    /// A device with `cfg`.
+    pub fn new(cfg: Config) -> Self {
+        Device {
+            inner: Arc::new(DevInner {
+                cfg,
+                table: Arc::new(StagTable::default()),
+                next_pd: AtomicU32::new(1),
+                next_qp: AtomicU32::new(1),
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.cfg
+    }
+
+    /// Registered regions (diagnostics).
+    pub fn regions(&self) -> usize {
+        self.inner.table.len()
+    }
+}
+
+impl Default for Device {
+    fn default() -> Self {
+        Device::new(Config::default())
+    }
+}
+
+/// A protection domain.
+#[derive(Debug, Clone)]
+pub struct Pd {
+    id: u32,
+    dev: Device,
+}
+
+/// A memory region; owns its buffer while registered. Dropping it
+/// deregisters (the buffer is dropped too).
+#[derive(Debug)]
+pub struct Mr {
+    region: Arc<Region>,
+    table: Arc<StagTable>,
+}
+
+fn check_buffer(buffer: &MrBuffer, access: Access) -> Result<(), VerbsError> {
+    if !access.is_consistent() {
+        return Err(VerbsError::InvalidAccess(
+            "remote write requires local write",
+        ));
+    }
+    if access.needs_mutable_buffer() && !buffer.is_mutable() {
+        return Err(VerbsError::InvalidAccess(
+            "write access on an immutable buffer",
+        ));
+    }
+    if buffer.len() as u64 > u64::from(u32::MAX) {
+        return Err(VerbsError::InvalidArgument("region larger than 4 GiB"));
+    }
+    Ok(())
+}
+
+impl rdma_verbs::ProtectionDomain for Pd {
+    type Mr = Mr;
+
+    fn register(&self, buffer: MrBuffer, access: Access) -> Result<Mr, RegisterError> {
+        if let Err(error) = check_buffer(&buffer, access) {
+            return Err(RegisterError { error, buffer });
+        }
+        let len = buffer.len();
+        let region = self
+            .dev
+            .inner
+            .table
+            .insert(self.id, len, access, Some(buffer));
+        Ok(Mr {
+            region,
+            table: self.dev.inner.table.clone(),
+        })
+    }
+
+    fn alloc_mr(&self, max_len: usize) -> Result<Mr, VerbsError> {
+        let region = self
+            .dev
+            .inner
+            .table
+            .insert(self.id, max_len, Access::NONE, None);
+        Ok(Mr {
+            region,
+            table: self.dev.inner.table.clone(),
+        })
+    }
+}
+
+impl rdma_verbs::MemoryRegion for Mr {
+    fn lkey(&self) -> u32 {
+        self.region.stag_for(self.region.lock().key)
+    }
+    fn rkey(&self) -> u32 {
+        self.lkey()
+    }
+    fn len(&self) -> usize {
+        self.region.lock().buffer.as_ref().map_or(0, |b| b.len())
+    }
+    fn access(&self) -> Access {
+        self.region.lock().access
+    }
+    fn is_valid(&self) -> bool {
+        self.region.lock().valid
+    }
+    fn take_buffer(&self) -> Result<MrBuffer, VerbsError> {
+        let mut st = self.region.lock();
+        if st.valid {
+            return Err(VerbsError::RegionBusy(
+                "region is still valid; invalidate it first",
+            ));
+        }
+        st.buffer
+            .take()
+            .ok_or(VerbsError::RegionBusy("region holds no buffer"))
+    }
+    fn deregister(self) -> Option<MrBuffer> {
+        let mut st = self.region.lock();
+        st.valid = false;
+        st.buffer.take()
+        // Drop removes the table entry.
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        {
+            let mut st = self.region.lock();
+            st.valid = false;
+        }
+        self.table.remove(self.region.index);
+    }
+}
+
+#[derive(Debug)]
+struct QpOwner {
+    sh: Arc<QpShared>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for QpOwner {
+    fn drop(&mut self) {
+        self.sh.close();
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+}
+
+/// A queue pair (cheap to clone; the connection's tasks stop when the last
+/// handle is dropped).
+#[derive(Debug, Clone)]
+pub struct Qp {
+    owner: Arc<QpOwner>,
+    dev: Device,
+}
+
+impl Qp {
+    fn sh(&self) -> &Arc<QpShared> {
+        &self.owner.sh
+    }
+
+    /// The shared engine state (tests and diagnostics).
+    pub fn shared(&self) -> &Arc<QpShared> {
+        &self.owner.sh
+    }
+}
+
+impl rdma_verbs::QueuePair for Qp {
+    type Mr = Mr;
+
+    fn qp_num(&self) -> u32 {
+        self.sh().qp_num
+    }
+
+    fn state(&self) -> QpState {
+        self.sh().state()
+    }
+
+    fn post_send(&self, wr: SendWr) -> Result<(), VerbsError> {
+        let sh = self.sh();
+        if wr.op.uses_sgl() && wr.sgl.len() > sh.limits.max_send_sge as usize {
+            return Err(VerbsError::InvalidArgument("too many SGEs"));
+        }
+        let mut g = sh.lock();
+        if g.state != QpState::Connected {
+            return Err(VerbsError::InvalidState("QP is not connected"));
+        }
+        if g.sq_outstanding >= sh.limits.max_send_wr {
+            return Err(VerbsError::QueueFull("send queue"));
+        }
+        if matches!(wr.op, SendOp::RdmaRead { .. }) && g.ord == 0 {
+            return Err(VerbsError::InvalidArgument("RDMA Read with ORD 0"));
+        }
+        g.sq_outstanding += 1;
+        g.sq.push_back(SqItem::Wr(wr));
+        drop(g);
+        sh.tx_wake.notify_one();
+        Ok(())
+    }
+
+    fn post_fast_reg(&self, mr: &Mr, wr: FastRegWr) -> Result<u32, RegisterError> {
+        let sh = self.sh();
+        let FastRegWr {
+            wr_id,
+            buffer,
+            access,
+            signaled,
+        } = wr;
+        let fail = |error, buffer| Err(RegisterError { error, buffer });
+        if let Err(e) = check_buffer(&buffer, access) {
+            return fail(e, buffer);
+        }
+        if mr.region.pd != sh.pd {
+            return fail(
+                VerbsError::InvalidArgument("region of another protection domain"),
+                buffer,
+            );
+        }
+        if buffer.len() > mr.region.max_len {
+            return fail(
+                VerbsError::InvalidArgument("buffer longer than the region's max_len"),
+                buffer,
+            );
+        }
+        let mut g = sh.lock();
+        if g.state != QpState::Connected {
+            drop(g);
+            return fail(VerbsError::InvalidState("QP is not connected"), buffer);
+        }
+        if g.sq_outstanding >= sh.limits.max_send_wr {
+            drop(g);
+            return fail(VerbsError::QueueFull("send queue"), buffer);
+        }
+        let mut st = mr.region.lock();
+        if st.buffer.is_some() {
+            drop(st);
+            drop(g);
+            return fail(
+                VerbsError::RegionBusy("region still holds a buffer"),
+                buffer,
+            );
+        }
+        st.key = next_key(st.key);
+        st.buffer = Some(buffer);
+        st.access = access;
+        st.valid = true;
+        let stag = mr.region.stag_for(st.key);
+        drop(st);
+        g.sq_outstanding += 1;
+        g.sq.push_back(SqItem::FastReg { wr_id, signaled });
+        drop(g);
+        sh.tx_wake.notify_one();
+        Ok(stag)
+    }
+
+    fn post_recv(&self, wr: RecvWr) -> Result<(), VerbsError> {
+        let sh = self.sh();
+        if wr.sgl.len() > sh.limits.max_recv_sge as usize {
+            return Err(VerbsError::InvalidArgument("too many SGEs"));
+        }
+        let mut g = sh.lock();
+        if matches!(g.state, QpState::Error | QpState::Disconnected) {
+            return Err(VerbsError::InvalidState("QP is not usable"));
+        }
+        if g.rq.len() >= sh.limits.max_recv_wr as usize {
+            return Err(VerbsError::QueueFull("receive queue"));
+        }
+        g.rq.push_back(wr);
+        Ok(())
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.sh().lock().peer_addr
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.sh().lock().local_addr
+    }
+
+    fn disconnect(&self) {
+        self.sh().close();
+    }
+
+    fn next_event(&self) -> impl std::future::Future<Output = CmEvent> + Send {
+        let sh = self.sh().clone();
+        async move {
+            loop {
+                let n = sh.event_wake.notified();
+                tokio::pin!(n);
+                n.as_mut().enable();
+                if let Some(ev) = sh.lock().events.pop_front() {
+                    return ev;
+                }
+                n.await;
+            }
+        }
+    }
+}
+
+/// A listening endpoint.
+#[derive(Debug)]
+pub struct Listener {
+    listener: TcpListener,
+    dev: Device,
+    local: SocketAddr,
+}
+
+/// An incoming connection request (MPA Request received).
+#[derive(Debug)]
+pub struct ConnRequest {
+    stream: TcpStream,
+    req: Request,
+    peer: SocketAddr,
+    dev: Device,
+}
+
+impl rdma_verbs::Listener for Listener {
+    type Qp = Qp;
+    type Request = ConnRequest;
+
+    fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    async fn next_request(&self) -> Result<ConnRequest, VerbsError> {
+        {
+            loop {
+                let (mut stream, peer) = self.listener.accept().await?;
+                let _ = stream.set_nodelay(true);
+                let timeout = self.dev.inner.cfg.handshake_timeout;
+                let frame = match tokio::time::timeout(timeout, read_frame(&mut stream)).await {
+                    Ok(Ok(f)) => f,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "bad MPA Request; closing");
+                        continue;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "MPA Request timed out; closing");
+                        continue;
+                    }
+                };
+                let req = match handshake::parse_request(&frame) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "invalid MPA Request; closing");
+                        continue;
+                    }
+                };
+                if req.markers {
+                    let rej = handshake::reject(&req, b"markers not supported");
+                    let _ = stream.write_all(&rej).await;
+                    continue;
+                }
+                return Ok(ConnRequest {
+                    stream,
+                    req,
+                    peer,
+                    dev: self.dev.clone(),
+                });
+            }
+        }
+    }
+}
+
+impl rdma_verbs::ConnectRequest for ConnRequest {
+    type Qp = Qp;
+
+    fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+    fn private_data(&self) -> &[u8] {
+        &self.req.private_data
+    }
+    fn initiator_depth(&self) -> u16 {
+        self.req.ord()
+    }
+    fn responder_resources(&self) -> u16 {
+        self.req.ird()
+    }
+
+    fn accept(
+        self,
+        qp: &Qp,
+        param: ConnParam,
+    ) -> impl std::future::Future<Output = Result<ConnInfo, VerbsError>> + Send {
+        let qp = qp.clone();
+        async move {
+            let ConnRequest {
+                mut stream,
+                req,
+                peer,
+                dev,
+            } = self;
+            let cfg = &dev.inner.cfg;
+            start_connecting(&qp)?;
+            let max = cfg.max_rd_atomic;
+            let (reply, neg) = match handshake::accept(
+                &cfg.mpa,
+                &req,
+                param.responder_resources.min(max),
+                param.initiator_depth.min(max),
+                &param.private_data,
+            ) {
+                Ok(x) => x,
+                Err((frame, e)) => {
+                    if let Some(f) = frame {
+                        let _ = stream.write_all(&f).await;
+                    }
+                    return Err(fail_connect(&qp, handshake_err(e)));
+                }
+            };
+            let local = stream.local_addr()?;
+            qp.sh().establish(
+                u32::from(neg.ord),
+                u32::from(neg.ird),
+                false,
+                Some(local),
+                Some(peer),
+            );
+            if let Err(e) = stream.write_all(&reply).await {
+                return Err(fail_connect(&qp, e.into()));
+            }
+            let info = ConnInfo {
+                local_addr: local,
+                peer_addr: peer,
+                private_data: Bytes::from(neg.private_data.clone()),
+                initiator_depth: neg.ord,
+                responder_resources: neg.ird,
+            };
+            spawn_driver(&qp, stream, &neg, &[], cfg.mulpdu);
+            Ok(info)
+        }
+    }
+
+    fn reject(
+        self,
+        private_data: &[u8],
+    ) -> impl std::future::Future<Output = Result<(), VerbsError>> + Send {
+        let frame = handshake::reject(&self.req, private_data);
+        let mut stream = self.stream;
+        async move {
+            stream.write_all(&frame).await?;
+            let _ = stream.shutdown().await;
+            Ok(())
+        }
+    }
+}
+
+fn handshake_err(e: HandshakeError) -> VerbsError {
+    match e {
+        HandshakeError::Rejected(pd) => VerbsError::Rejected {
+            private_data: Bytes::from(pd),
+        },
+        HandshakeError::PrivateDataTooLong(_) => {
+            VerbsError::InvalidArgument("private data too long")
+        }
+        other => VerbsError::Protocol(other.to_string()),
+    }
+}
+
+fn start_connecting(qp: &Qp) -> Result<(), VerbsError> {
+    let mut g = qp.sh().lock();
+    if g.state != QpState::Init {
+        return Err(VerbsError::InvalidState("QP already used for a connection"));
+    }
+    g.state = QpState::Connecting;
+    Ok(())
+}
+
+fn fail_connect(qp: &Qp, e: VerbsError) -> VerbsError {
+    qp.sh().fail(
+        ConnError {
+            remote: false,
+            code: None,
+            description: format!("connection establishment failed: {e}"),
+        },
+        None,
+        None,
+    );
+    e
+}
+
+/// Reads exactly one MPA Request/Reply frame (never more bytes than the frame).
+async fn read_frame(stream: &mut TcpStream) -> Result<Vec<u8>, VerbsError> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; handshake::MAX_FRAME];
+    let mut have = 0;
+    let mut need = 20;
+    loop {
+        let n = stream.read(&mut buf[have..need]).await?;
+        if n == 0 {
+            return Err(VerbsError::Protocol(
+                "connection closed during the MPA exchange".into(),
+            ));
+        }
+        have += n;
+        match handshake::frame_complete(&buf[..have]) {
+            Ok(Some(len)) => {
+                buf.truncate(len);
+                return Ok(buf);
+            }
+            Ok(None) => {
+                if have >= 20 {
+                    need = crate::wire::mpa::frame_len_hint(&buf[..have])
+                        .ok()
+                        .flatten()
+                        .unwrap_or(handshake::MAX_FRAME);
+                }
+            }
+            Err(e) => return Err(handshake_err(e)),
+        }
+    }
+}
+
+impl rdma_verbs::Device for Device {
+    type Pd = Pd;
+    type Mr = Mr;
+    type Cq = Cq;
+    type Qp = Qp;
+    type Listener = Listener;
+
+    fn name(&self) -> &str {
+        "iwarp-soft"
+    }
+
+    fn max_private_data(&self) -> usize {
+        if self.inner.cfg.mpa.revision == 2 {
+            crate::wire::mpa::MAX_ULP_PRIVATE_DATA_ENHANCED
+        } else {
+            crate::wire::mpa::MAX_PRIVATE_DATA
+        }
+    }
+
+    fn alloc_pd(&self) -> Result<Pd, VerbsError> {
+        Ok(Pd {
+            id: self.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+            dev: self.clone(),
+        })
+    }
+
+    fn create_cq(&self, capacity: usize) -> Result<Cq, VerbsError> {
+        if capacity == 0 {
+            return Err(VerbsError::InvalidArgument("CQ capacity 0"));
+        }
+        Ok(Cq::new(capacity))
+    }
+
+    fn create_qp(&self, pd: &Pd, init: QpInit<Cq>) -> Result<Qp, VerbsError> {
+        if !std::ptr::eq(pd.dev.inner.table.as_ref(), self.inner.table.as_ref()) {
+            return Err(VerbsError::InvalidArgument("PD of another device"));
+        }
+        let sh = QpShared::new(
+            self.inner.next_qp.fetch_add(1, Ordering::Relaxed),
+            pd.id,
+            self.inner.table.clone(),
+            init.send_cq,
+            init.recv_cq,
+            Limits {
+                max_send_wr: init.max_send_wr.max(1),
+                max_recv_wr: init.max_recv_wr.max(1),
+                max_send_sge: init.max_send_sge.max(1),
+                max_recv_sge: init.max_recv_sge.max(1),
+            },
+        );
+        Ok(Qp {
+            owner: Arc::new(QpOwner {
+                sh: Arc::new(sh),
+                tasks: Mutex::new(Vec::new()),
+            }),
+            dev: self.clone(),
+        })
+    }
+
+    fn connect(
+        &self,
+        qp: &Qp,
+        addr: SocketAddr,
+        param: ConnParam,
+    ) -> impl std::future::Future<Output = Result<ConnInfo, VerbsError>> + Send {
+        let qp = qp.clone();
+        let dev = self.clone();
+        async move {
+            let cfg = &dev.inner.cfg;
+            start_connecting(&qp)?;
+            let max = cfg.max_rd_atomic;
+            let ird = param.responder_resources.min(max);
+            let ord = param.initiator_depth.min(max);
+            let req = match handshake::request(&cfg.mpa, ird, ord, &param.private_data) {
+                Ok(r) => r,
+                Err(e) => return Err(fail_connect(&qp, handshake_err(e))),
+            };
+            let exchange = async {
+                let mut stream = TcpStream::connect(addr).await?;
+                stream.set_nodelay(true)?;
+                stream.write_all(&req).await?;
+                let frame = read_frame(&mut stream).await?;
+                let neg =
+                    handshake::process_reply(&cfg.mpa, ird, ord, &frame).map_err(handshake_err)?;
+                Ok::<_, VerbsError>((stream, neg))
+            };
+            let (stream, neg) = match tokio::time::timeout(cfg.handshake_timeout, exchange).await {
+                Ok(Ok(x)) => x,
+                Ok(Err(e)) => return Err(fail_connect(&qp, e)),
+                Err(_) => return Err(fail_connect(&qp, VerbsError::Timeout("MPA Reply"))),
+            };
+            let local = stream.local_addr()?;
+            let peer = stream.peer_addr()?;
+            qp.sh().establish(
+                u32::from(neg.ord),
+                u32::from(neg.ird),
+                true,
+                Some(local),
+                Some(peer),
+            );
+            let info = ConnInfo {
+                local_addr: local,
+                peer_addr: peer,
+                private_data: Bytes::from(neg.private_data.clone()),
+                initiator_depth: neg.ord,
+                responder_resources: neg.ird,
+            };
+            spawn_driver(&qp, stream, &neg, &[], cfg.mulpdu);
+            Ok(info)
+        }
+    }
+
+    fn listen(
+        &self,
+        addr: SocketAddr,
+    ) -> impl std::future::Future<Output = Result<Listener, VerbsError>> + Send {
+        let dev = self.clone();
+        async move {
+            let listener = TcpListener::bind(addr).await?;
+            let local = listener.local_addr()?;
+            Ok(Listener {
+                listener,
+                dev,
+                local,
+            })
+        }
+    }
+}
+
+fn spawn_driver(
+    qp: &Qp,
+    stream: TcpStream,
+    neg: &Negotiated,
+    leftover: &[u8],
+    mulpdu_override: Option<usize>,
+) {
+    let sock = socket2::SockRef::from(&stream);
+    let mss = sock.mss().unwrap_or(1460) as usize;
+    let m = mulpdu_override.unwrap_or_else(|| mulpdu(mss, false));
+    let _ = qp.dev.inner.cfg.handshake_timeout;
+    let stream = Arc::new(stream);
+    let sh = qp.sh().clone();
+    let mut rx = Rx::new(sh.clone(), neg.crc);
+    rx.push_initial(leftover);
+    let tx = Tx::new(sh.clone(), neg.crc, m, neg.rtr);
+    let r = tokio::spawn(reader(stream.clone(), rx, sh.clone()));
+    let w = tokio::spawn(writer(stream, tx, sh));
+    qp.owner
+        .tasks
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend([r, w]);
+}
+
+async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>) {
+    loop {
+        match rx.recv(|buf| stream.try_read(buf)) {
+            Ok(RxStatus::WouldBlock) => {
+                if let Err(e) = stream.readable().await {
+                    lost(&sh, &e);
+                    return;
+                }
+            }
+            Ok(RxStatus::Budget) => tokio::task::yield_now().await,
+            Ok(RxStatus::Eof) => {
+                sh.close();
+                return;
+            }
+            Ok(RxStatus::Dead) => return,
+            Err(e) => {
+                lost(&sh, &e);
+                return;
+            }
+        }
+    }
+}
+
+fn lost(sh: &QpShared, e: &io::Error) {
+    sh.fail(
+        ConnError {
+            remote: false,
+            code: None,
+            description: format!("TCP connection lost: {e}"),
+        },
+        None,
+        None,
+    );
+}
+
+async fn writer(stream: Arc<TcpStream>, mut tx: Tx, sh: Arc<QpShared>) {
+    let mut bufs: Vec<Bytes> = Vec::new();
+    loop {
+        bufs.clear();
+        let n = tx.poll_transmit(&mut bufs, 1 << 20);
+        if n > 0 {
+            if let Err(e) = write_all(&stream, &bufs).await {
+                lost(&sh, &e);
+                break;
+            }
+            continue;
+        }
+        if tx.finished() {
+            break;
+        }
+        sh.tx_wake.notified().await;
+    }
+    let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
+}
+
+/// Writes all buffers with vectored writes.
+async fn write_all(stream: &TcpStream, bufs: &[Bytes]) -> io::Result<()> {
+    let mut idx = 0;
+    let mut off = 0;
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(256);
+    while idx < bufs.len() {
+        slices.clear();
+        slices.push(IoSlice::new(&bufs[idx][off..]));
+        slices.extend(bufs[idx + 1..].iter().take(511).map(|b| IoSlice::new(b)));
+        match stream.try_write_vectored(&slices) {
+            Ok(mut n) => {
+                while n > 0 && idx < bufs.len() {
+                    let left = bufs[idx].len() - off;
+                    if n >= left {
+                        n -= left;
+                        idx += 1;
+                        off = 0;
+                    } else {
+                        off += n;
+                        n = 0;
+                    }
+                }
+                while idx < bufs.len() && bufs[idx].len() == off {
+                    idx += 1;
+                    off = 0;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,610 @@
+//! Loopback tests: two software iWARP endpoints over real TCP on 127.0.0.1.
+
+use bytes::{Bytes, BytesMut};
+use iwarp::wire::rdmap::RdmapRepr;
+use iwarp::wire::terminate::{TerminateCause, TerminateRepr};
+use iwarp::{Config, Device, MpaConfig};
+use rdma_verbs::{
+    Access, CmEvent, CompletionQueue, ConnParam, ConnectRequest, Device as _, Listener as _,
+    MemoryRegion, ProtectionDomain, QpInit, QueuePair, RecvWr, RemoteAddr, SendWr, Sge, VerbsError,
+    WcOpcode, WcStatus, WorkCompletion,
+};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+struct End {
+    dev: Device,
+    pd: iwarp::Pd,
+    cq: iwarp::Cq,
+    qp: iwarp::Qp,
+}
+
+fn end(cfg: Config) -> End {
+    let dev = Device::new(cfg);
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(4096).unwrap();
+    let mut init = QpInit::with_cq(cq.clone());
+    init.max_send_wr = 1024;
+    init.max_recv_wr = 1024;
+    let qp = dev.create_qp(&pd, init).unwrap();
+    End { dev, pd, cq, qp }
+}
+
+/// Connects `a` (active) to `b` (passive) with private data and ORD/IRD.
+async fn connect(a: &End, b: &End, ord: u16) -> (rdma_verbs::ConnInfo, rdma_verbs::ConnInfo) {
+    let l = b.dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = l.local_addr();
+    let bqp = b.qp.clone();
+    let server = tokio::spawn(async move {
+        let req = l.next_request().await.unwrap();
+        assert_eq!(req.private_data(), b"client hello");
+        req.accept(&bqp, ConnParam::new(&b"server hello"[..], ord, ord))
+            .await
+            .unwrap()
+    });
+    let ca = a
+        .dev
+        .connect(&a.qp, addr, ConnParam::new(&b"client hello"[..], ord, ord))
+        .await
+        .unwrap();
+    let cb = server.await.unwrap();
+    assert_eq!(&ca.private_data[..], b"server hello");
+    assert_eq!(&cb.private_data[..], b"client hello");
+    (ca, cb)
+}
+
+async fn next(cq: &iwarp::Cq) -> WorkCompletion {
+    tokio::time::timeout(Duration::from_secs(20), cq.next())
+        .await
+        .expect("completion timed out")
+}
+
+async fn event(qp: &iwarp::Qp) -> CmEvent {
+    tokio::time::timeout(Duration::from_secs(10), qp.next_event())
+        .await
+        .expect("event timed out")
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn reg_mut(pd: &iwarp::Pd, n: usize, access: Access) -> iwarp::Mr {
+    pd.register(BytesMut::zeroed(n).into(), access).unwrap()
+}
+
+fn reg_bytes(pd: &iwarp::Pd, data: Vec<u8>, access: Access) -> iwarp::Mr {
+    pd.register(Bytes::from(data).into(), access).unwrap()
+}
+
+/// SGL of `parts` entries over one region covering `len` bytes.
+fn split_sgl(lkey: u32, len: usize, parts: usize) -> Vec<Sge> {
+    let mut v = Vec::new();
+    let mut off = 0;
+    for i in 0..parts {
+        let n = if i + 1 == parts {
+            len - off
+        } else {
+            len / parts
+        };
+        v.push(Sge::new(lkey, off as u64, n as u32));
+        off += n;
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_recv_with_sgls_and_private_data() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    // Receive side: three regions, one SGE each.
+    let r1 = reg_mut(&b.pd, 10, Access::LOCAL_WRITE);
+    let r2 = reg_mut(&b.pd, 20, Access::LOCAL_WRITE);
+    let r3 = reg_mut(&b.pd, 100, Access::LOCAL_WRITE);
+    b.qp.post_recv(RecvWr::new(
+        1,
+        vec![
+            Sge::new(r1.lkey(), 0, 10),
+            Sge::new(r2.lkey(), 0, 20),
+            Sge::new(r3.lkey(), 0, 100),
+        ],
+    ))
+    .unwrap();
+    let (ca, cb) = connect(&a, &b, 4).await;
+    assert_eq!(ca.initiator_depth, 4);
+    assert_eq!(cb.responder_resources, 4);
+    // Send side: a 45-byte message gathered from two regions.
+    let data = pattern(45, 3);
+    let s1 = reg_bytes(&a.pd, data[..17].to_vec(), Access::NONE);
+    let s2 = reg_mut(&a.pd, 28, Access::LOCAL_WRITE);
+    let s2 = {
+        let mut buf = s2.deregister().unwrap().try_into_bytes_mut().unwrap();
+        buf.copy_from_slice(&data[17..]);
+        a.pd.register(buf.into(), Access::NONE).unwrap()
+    };
+    a.qp.post_send(SendWr::send(
+        7,
+        vec![Sge::new(s1.lkey(), 0, 17), Sge::new(s2.lkey(), 0, 28)],
+    ))
+    .unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode),
+        (7, WcStatus::Success, WcOpcode::Send)
+    );
+    let wc = next(&b.cq).await;
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.opcode, wc.byte_len),
+        (1, WcStatus::Success, WcOpcode::Recv, 45)
+    );
+    let mut got = Vec::new();
+    for r in [r1, r2, r3] {
+        got.extend_from_slice(&r.deregister().unwrap().into_bytes());
+    }
+    assert_eq!(&got[..45], &data[..]);
+    assert!(got[45..].iter().all(|&x| x == 0));
+    assert_eq!(a.qp.peer_addr(), Some(cb.local_addr));
+}
+
+async fn write_read_roundtrip(a: &End, b: &End, len: usize, ord: usize) {
+    // b exposes a writable/readable region; a writes `len` bytes from a
+    // 3-entry gather list, then reads them back into a 2-entry scatter list.
+    let target = reg_mut(
+        &b.pd,
+        len,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+    );
+    let data = pattern(len, len as u8);
+    let src = reg_bytes(&a.pd, data.clone(), Access::NONE);
+    let parts = if len >= 3 { 3 } else { 1 };
+    a.qp.post_send(SendWr::write(
+        10,
+        split_sgl(src.lkey(), len, parts),
+        RemoteAddr {
+            rkey: target.rkey(),
+            offset: 0,
+        },
+    ))
+    .unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!((wc.wr_id, wc.status), (10, WcStatus::Success));
+    // Read back in `ord` chunks, all outstanding at once.
+    let sink = reg_mut(&a.pd, len, Access::LOCAL_WRITE);
+    let chunks = ord.min(len);
+    let mut off = 0;
+    for i in 0..chunks {
+        let n = if i + 1 == chunks {
+            len - off
+        } else {
+            len / chunks
+        };
+        let sgl = if n >= 2 {
+            vec![
+                Sge::new(sink.lkey(), off as u64, (n / 2) as u32),
+                Sge::new(sink.lkey(), (off + n / 2) as u64, (n - n / 2) as u32),
+            ]
+        } else {
+            vec![Sge::new(sink.lkey(), off as u64, n as u32)]
+        };
+        a.qp.post_send(SendWr::read(
+            100 + i as u64,
+            sgl,
+            RemoteAddr {
+                rkey: target.rkey(),
+                offset: off as u64,
+            },
+        ))
+        .unwrap();
+        off += n;
+    }
+    for i in 0..chunks {
+        let wc = next(&a.cq).await;
+        if wc.status != WcStatus::Success {
+            let ev = a.qp.next_event().await;
+            panic!("read {i} of {len} failed: {wc:?} {ev:?}");
+        }
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.opcode),
+            (100 + i as u64, WcStatus::Success, WcOpcode::RdmaRead)
+        );
+    }
+    let got = sink.deregister().unwrap().into_bytes();
+    assert!(got[..] == data[..], "read-back mismatch at len {len}");
+    let placed = target.deregister().unwrap().into_bytes();
+    assert!(placed[..] == data[..], "write mismatch at len {len}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_and_read_1b_to_16mib_ord16() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    connect(&a, &b, 16).await;
+    for len in [1usize, 3, 4095, 65_536 + 7, 1 << 20, 16 << 20] {
+        write_read_roundtrip(&a, &b, len, 16).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_and_read_ord1_crc_off_rev1() {
+    let cfg = Config {
+        mpa: MpaConfig {
+            crc: false,
+            revision: 1,
+            peer_to_peer: false,
+        },
+        ..Config::default()
+    };
+    let a = end(cfg.clone());
+    let b = end(cfg);
+    // Revision 1: no IRD/ORD negotiation, local values are used.
+    connect(&a, &b, 1).await;
+    // rev 1: the responder must not send before the initiator's first FPDU.
+    for len in [1usize, 100_000, 1 << 20] {
+        write_read_roundtrip(&a, &b, len, 1).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_length_read_and_send() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let rbuf = reg_mut(&b.pd, 8, Access::LOCAL_WRITE);
+    b.qp.post_recv(RecvWr::new(5, vec![Sge::new(rbuf.lkey(), 0, 8)]))
+        .unwrap();
+    connect(&a, &b, 2).await;
+    let target = reg_mut(&b.pd, 8, Access::LOCAL_WRITE | Access::REMOTE_READ);
+    a.qp.post_send(SendWr::read(
+        1,
+        vec![],
+        RemoteAddr {
+            rkey: target.rkey(),
+            offset: 0,
+        },
+    ))
+    .unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (1, WcStatus::Success, 0)
+    );
+    a.qp.post_send(SendWr::send(2, vec![])).unwrap();
+    assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+    let wc = next(&b.cq).await;
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (5, WcStatus::Success, 0)
+    );
+}
+
+fn is_terminate(ev: &CmEvent, remote: bool) -> Option<TerminateCause> {
+    match ev {
+        CmEvent::ConnectionError(e) if e.remote == remote => {
+            let c = e.code?;
+            TerminateCause::from_codes(
+                (c >> 28) as u8,
+                ((c >> 24) & 0xF) as u8,
+                ((c >> 16) & 0xFF) as u8,
+            )
+        }
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_with_invalidate_then_write_through_invalidated_stag_terminates() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let rbuf = reg_mut(&a.pd, 64, Access::LOCAL_WRITE);
+    a.qp.post_recv(RecvWr::new(1, vec![Sge::new(rbuf.lkey(), 0, 64)]))
+        .unwrap();
+    connect(&a, &b, 2).await;
+    // a advertises a result buffer; b writes it, then Send with Invalidate.
+    let result = reg_mut(&a.pd, 16, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let rkey = result.rkey();
+    let src = reg_bytes(&b.pd, pattern(16, 9), Access::NONE);
+    let msg = reg_bytes(&b.pd, b"reply".to_vec(), Access::NONE);
+    b.qp.post_send(
+        SendWr::write(
+            1,
+            vec![Sge::new(src.lkey(), 0, 16)],
+            RemoteAddr { rkey, offset: 0 },
+        )
+        .signaled(false),
+    )
+    .unwrap();
+    b.qp.post_send(SendWr::send_with_invalidate(
+        2,
+        vec![Sge::new(msg.lkey(), 0, 5)],
+        rkey,
+    ))
+    .unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!(
+        (wc.status, wc.byte_len, wc.invalidated_rkey),
+        (WcStatus::Success, 5, Some(rkey))
+    );
+    assert!(
+        !result.is_valid(),
+        "invalidated before the receive completes"
+    );
+    // The Write was placed before the Send was delivered (RFC 5040 §5.5).
+    let buf = result.take_buffer().unwrap().into_bytes();
+    assert_eq!(&buf[..], &pattern(16, 9)[..]);
+    assert_eq!(next(&b.cq).await.wr_id, 2);
+    // A further Write through the invalidated STag must Terminate.
+    b.qp.post_send(SendWr::write(
+        3,
+        vec![Sge::new(src.lkey(), 0, 16)],
+        RemoteAddr { rkey, offset: 0 },
+    ))
+    .unwrap();
+    let ev = event(&a.qp).await;
+    assert_eq!(
+        is_terminate(&ev, false),
+        Some(TerminateCause::DdpTaggedInvalidStag),
+        "{ev:?}"
+    );
+    let ev = event(&b.qp).await;
+    assert_eq!(
+        is_terminate(&ev, true),
+        Some(TerminateCause::DdpTaggedInvalidStag),
+        "{ev:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_without_posted_receive_terminates() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    connect(&a, &b, 1).await;
+    let msg = reg_bytes(&a.pd, b"hello".to_vec(), Access::NONE);
+    a.qp.post_send(SendWr::send(1, vec![Sge::new(msg.lkey(), 0, 5)]))
+        .unwrap();
+    let ev = event(&b.qp).await;
+    assert_eq!(
+        is_terminate(&ev, false),
+        Some(TerminateCause::DdpNoBuffer),
+        "{ev:?}"
+    );
+    let ev = event(&a.qp).await;
+    assert_eq!(
+        is_terminate(&ev, true),
+        Some(TerminateCause::DdpNoBuffer),
+        "{ev:?}"
+    );
+    // Posting on a dead QP fails.
+    assert!(a.qp.post_send(SendWr::send(2, vec![])).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receive_too_small_terminates_and_flushes() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let small = reg_mut(&b.pd, 4, Access::LOCAL_WRITE);
+    b.qp.post_recv(RecvWr::new(1, vec![Sge::new(small.lkey(), 0, 4)]))
+        .unwrap();
+    b.qp.post_recv(RecvWr::new(2, vec![Sge::new(small.lkey(), 0, 4)]))
+        .unwrap();
+    connect(&a, &b, 1).await;
+    let msg = reg_bytes(&a.pd, b"hello".to_vec(), Access::NONE);
+    a.qp.post_send(SendWr::send(1, vec![Sge::new(msg.lkey(), 0, 5)]))
+        .unwrap();
+    let wc = next(&b.cq).await;
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LocalLengthError));
+    let wc = next(&b.cq).await;
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::WrFlushError));
+    assert_eq!(
+        is_terminate(&event(&a.qp).await, true),
+        Some(TerminateCause::DdpMessageTooLong)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_to_stag_of_another_connection_terminates() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    connect(&a, &b, 1).await;
+    // A second connection into the same passive device, its own PD.
+    let c = end(Config::default());
+    let b2_pd = b.dev.alloc_pd().unwrap();
+    let b2_qp = b
+        .dev
+        .create_qp(&b2_pd, QpInit::with_cq(b.cq.clone()))
+        .unwrap();
+    let b2 = End {
+        dev: b.dev.clone(),
+        pd: b2_pd,
+        cq: b.cq.clone(),
+        qp: b2_qp,
+    };
+    connect(&c, &b2, 1).await;
+    let other = reg_mut(&b2.pd, 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let src = reg_bytes(&a.pd, pattern(8, 1), Access::NONE);
+    a.qp.post_send(SendWr::write(
+        1,
+        vec![Sge::new(src.lkey(), 0, 8)],
+        RemoteAddr {
+            rkey: other.rkey(),
+            offset: 0,
+        },
+    ))
+    .unwrap();
+    let ev = event(&b.qp).await;
+    assert_eq!(
+        is_terminate(&ev, false),
+        Some(TerminateCause::DdpTaggedStagNotAssociated),
+        "{ev:?}"
+    );
+    assert_eq!(
+        is_terminate(&event(&a.qp).await, true),
+        Some(TerminateCause::DdpTaggedStagNotAssociated)
+    );
+    // The other connection is unaffected, its memory untouched.
+    assert_eq!(b2.qp.state(), rdma_verbs::QpState::Connected);
+    assert!(other
+        .deregister()
+        .unwrap()
+        .as_slice()
+        .iter()
+        .all(|&x| x == 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounds_and_access_violations_terminate() {
+    // Out of bounds Write.
+    let a = end(Config::default());
+    let b = end(Config::default());
+    connect(&a, &b, 1).await;
+    let t = reg_mut(&b.pd, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let src = reg_bytes(&a.pd, pattern(8, 1), Access::NONE);
+    a.qp.post_send(SendWr::write(
+        1,
+        vec![Sge::new(src.lkey(), 0, 8)],
+        RemoteAddr {
+            rkey: t.rkey(),
+            offset: 4,
+        },
+    ))
+    .unwrap();
+    assert_eq!(
+        is_terminate(&event(&b.qp).await, false),
+        Some(TerminateCause::DdpTaggedBaseBounds)
+    );
+    // Read from a region without Remote Read.
+    let a = end(Config::default());
+    let b = end(Config::default());
+    connect(&a, &b, 1).await;
+    let t = reg_mut(&b.pd, 8, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let sink = reg_mut(&a.pd, 8, Access::LOCAL_WRITE);
+    a.qp.post_send(SendWr::read(
+        1,
+        vec![Sge::new(sink.lkey(), 0, 8)],
+        RemoteAddr {
+            rkey: t.rkey(),
+            offset: 0,
+        },
+    ))
+    .unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RemoteAccessError));
+    assert_eq!(
+        is_terminate(&event(&b.qp).await, false),
+        Some(TerminateCause::RdmapAccessRights)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_with_private_data() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let l = b.dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = l.local_addr();
+    let server = tokio::spawn(async move {
+        let req = l.next_request().await.unwrap();
+        assert_eq!(req.private_data(), b"let me in");
+        req.reject(b"no thanks").await.unwrap();
+    });
+    let err = a
+        .dev
+        .connect(&a.qp, addr, ConnParam::new(&b"let me in"[..], 1, 1))
+        .await
+        .unwrap_err();
+    server.await.unwrap();
+    assert_eq!(
+        err,
+        VerbsError::Rejected {
+            private_data: Bytes::from_static(b"no thanks")
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_flushes_and_notifies_peer() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let r = reg_mut(&b.pd, 8, Access::LOCAL_WRITE);
+    b.qp.post_recv(RecvWr::new(9, vec![Sge::new(r.lkey(), 0, 8)]))
+        .unwrap();
+    connect(&a, &b, 1).await;
+    a.qp.disconnect();
+    assert_eq!(event(&a.qp).await, CmEvent::Disconnected);
+    assert_eq!(event(&b.qp).await, CmEvent::Disconnected);
+    let wc = next(&b.cq).await;
+    assert_eq!((wc.wr_id, wc.status), (9, WcStatus::WrFlushError));
+}
+
+/// A raw TCP peer performs the MPA exchange by hand and sends an FPDU with
+/// a corrupted CRC: the device must answer with Terminate (LLP, CRC error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupted_crc_terminates() {
+    let b = end(Config::default());
+    let l = b.dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = l.local_addr();
+    let bqp = b.qp.clone();
+    let server = tokio::spawn(async move {
+        let req = l.next_request().await.unwrap();
+        req.accept(&bqp, ConnParam::new(&b""[..], 1, 1))
+            .await
+            .unwrap();
+    });
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mpa = MpaConfig {
+        crc: true,
+        revision: 2,
+        peer_to_peer: false,
+    };
+    s.write_all(&iwarp::handshake::request(&mpa, 1, 1, b"").unwrap())
+        .await
+        .unwrap();
+    let mut rep = vec![0u8; 24];
+    s.read_exact(&mut rep).await.unwrap();
+    let neg = iwarp::handshake::process_reply(&mpa, 1, 1, &rep).unwrap();
+    assert!(neg.crc);
+    server.await.unwrap();
+    // A zero-length RDMA Write FPDU with a wrong CRC.
+    let mut hdr = [0u8; 14];
+    RdmapRepr::RdmaWrite {
+        stag: 0,
+        to: 0,
+        last: true,
+    }
+    .emit(&mut hdr)
+    .unwrap();
+    let mut fpdu = vec![0, 14];
+    fpdu.extend_from_slice(&hdr);
+    let crc = iwarp::crc::crc32c(&fpdu) ^ 1;
+    fpdu.extend_from_slice(&iwarp::crc::to_wire(crc));
+    s.write_all(&fpdu).await.unwrap();
+    // Read the Terminate FPDU.
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    assert!(
+        buf.len() >= 2 + 18 + 4 + 4,
+        "no Terminate received: {buf:?}"
+    );
+    let ulpdu_len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
+    let ulpdu = &buf[2..2 + ulpdu_len];
+    assert!(matches!(
+        RdmapRepr::parse_ulpdu(ulpdu).unwrap(),
+        RdmapRepr::Terminate {
+            msn: 1,
+            mo: 0,
+            last: true
+        }
+    ));
+    let t = TerminateRepr::parse(&ulpdu[18..]).unwrap();
+    assert_eq!(t.cause(), Some(TerminateCause::MpaCrcError));
+    // Its own CRC is good.
+    let pad = iwarp::wire::fpdu::pad_len(ulpdu_len);
+    let end = 2 + ulpdu_len + pad;
+    assert_eq!(
+        iwarp::crc::from_wire(buf[end..end + 4].try_into().unwrap()),
+        iwarp::crc::crc32c(&buf[..end])
+    );
+    assert_eq!(
+        is_terminate(&event(&b.qp).await, false),
+        Some(TerminateCause::MpaCrcError)
+    );
+}

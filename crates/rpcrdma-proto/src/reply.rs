@@ -209,6 +209,11 @@ pub fn plan_reply(
         });
     }
     chunks.reply_chunk = Some(fill_chunk(&reduced, rc, &mut writes));
+    let hdr_len = (crate::wire::FIXED_LEN + chunks.buffer_len()) as u64;
+    if hdr_len > reply_inline as u64 {
+        // Even the header alone cannot be sent.
+        return Err(ReplyPlanError::NoReplyChunk { len: hdr_len });
+    }
     Ok(ReplyPlan {
         kind: ReplyKind::Long,
         header: HeaderRepr {

@@ -188,6 +188,12 @@ fn rfc8267_s4_segment_count_limit_gets_err_chunk() {
     };
     assert!(Header::parse(&read_chunk(16), &limits()).is_ok());
     expect_err_chunk(&read_chunk(17), &NoBindings);
+    // Too many Read chunks (distinct Positions).
+    let mut w = Words::new().ws(&[XID, 1, 32, 0]);
+    for i in 0..9 {
+        w = w.ws(&[1, 40 + 8 * i]).hloo(i, 4, 0);
+    }
+    expect_err_chunk(&w.ws(&[0, 0, 0]).done(), &AnyBinding);
     // Too many Write chunks.
     let mut w = Words::new().ws(&[XID, 1, 32, 0, 0]);
     for _ in 0..9 {

@@ -68,6 +68,10 @@ pub enum ReplyPlanError {
         /// Reply chunk capacity.
         cap: u64,
     },
+    /// The RDMA_NOMSG header alone (the echoed chunks) exceeds the reply
+    /// inline threshold.
+    #[error("reply header of {0} bytes exceeds the reply inline threshold")]
+    HeaderTooLarge(u64),
     /// The reduced reply exceeds the inline threshold and no Reply chunk
     /// was offered.
     #[error("reply of {len} bytes needs a reply chunk and none was offered")]
@@ -211,8 +215,7 @@ pub fn plan_reply(
     chunks.reply_chunk = Some(fill_chunk(&reduced, rc, &mut writes));
     let hdr_len = (crate::wire::FIXED_LEN + chunks.buffer_len()) as u64;
     if hdr_len > reply_inline as u64 {
-        // Even the header alone cannot be sent.
-        return Err(ReplyPlanError::NoReplyChunk { len: hdr_len });
+        return Err(ReplyPlanError::HeaderTooLarge(hdr_len));
     }
     Ok(ReplyPlan {
         kind: ReplyKind::Long,

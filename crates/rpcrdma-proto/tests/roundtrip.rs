@@ -383,6 +383,10 @@ proptest! {
                 prop_assert!(offered.reply_chunk.is_none() && len > reply_inline as u64);
                 return Ok(());
             }
+            Err(ReplyPlanError::HeaderTooLarge(len)) => {
+                prop_assert!(len > reply_inline as u64);
+                return Ok(());
+            }
             Err(ReplyPlanError::ReplyChunkTooSmall { len, cap }) => {
                 prop_assert!(len > cap);
                 return Ok(());

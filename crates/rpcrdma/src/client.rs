@@ -1,0 +1,1154 @@
+//! The Requester: [`RdmaClient`], an [`oncrpc::Channel`] over RPC-over-RDMA.
+//!
+//! Per call (RFC 8166 §3.5, architecture "Flow of a GET"):
+//! 1. the call message is described as [`Item`]s — DDP-eligible arguments
+//!    (the `Ddp` pieces of the arguments that the Upper-Layer Binding
+//!    declares eligible) and XDR runs — and the expected reply as a
+//!    [`ReplyShape`]: one Write chunk per caller result buffer (capped by
+//!    the binding's maximum), a Reply chunk when the binding's estimate may
+//!    not fit inline;
+//! 2. [`plan_call`] picks Short, Chunked or Long;
+//! 3. every region is fast-registered (`post_fast_reg`) on a per-connection
+//!    pool of memory regions: argument data where it is (`Bytes`, read-only),
+//!    result buffers where the caller gave them (remote-write);
+//! 4. one Send carries the header and the inline part;
+//! 5. on the reply the chunks are validated ([`check_reply`]), every
+//!    registration still valid is invalidated locally (one not needed when
+//!    the reply came by Send with Invalidate) before the caller sees the
+//!    results; DDP-eligible results are `Ddp` pieces that are slices of the
+//!    caller's own buffers.
+//!
+//! Credits follow [`RequesterCredits`]; calls beyond the window wait in a
+//! queue. A lost connection is re-established with backoff and every call
+//! outstanding on it is retransmitted (same XID, fresh registrations) on the
+//! new connection — never on the old one.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use oncrpc::{decode_reply, Channel, Payload, PayloadBuilder, Piece, Request, RpcError};
+use rdma_verbs::{
+    Access, ConnParam, Device, FastRegWr, MemoryRegion, MrBuffer, ProtectionDomain, QpState,
+    QueuePair, SendWr, Sge, VerbsError, WorkCompletion,
+};
+use rpcrdma_proto::binding::ArgsView;
+use rpcrdma_proto::counters::Counters;
+use rpcrdma_proto::credits::RequesterCredits;
+use rpcrdma_proto::marshal::{
+    plan_call, CallKind, CallPlan, OfferedChunks, RegionSource, ReplyShape, Thresholds,
+};
+use rpcrdma_proto::private_data::{Negotiated, PrivateData};
+use rpcrdma_proto::reassemble::WriteChunkCursor;
+use rpcrdma_proto::stream::{roundup4, spans_len, Item, Span};
+use rpcrdma_proto::validate::{check_reply, ReplyVerdict};
+use rpcrdma_proto::wire::{Body, ChunkListsRepr, ErrorBody};
+use tokio::sync::oneshot;
+
+use crate::config::RdmaConfig;
+use crate::endpoint::{lock, Continuation, Endpoint, RECV_MARGIN};
+use crate::error::TransportError;
+use crate::report::{CallReport, MessageKind, ReplyMode};
+use crate::ulb::Bindings;
+
+type CallResult = Result<(Payload, CallReport), RpcError>;
+
+/// Requester statistics (relaxed atomics; read them any time).
+#[derive(Debug, Default)]
+pub struct ClientStats {
+    /// Protocol counters (calls by kind, chunks, errors), RFC 8166 terms.
+    pub counters: Counters,
+    /// Replies that arrived by Send with Invalidate on one of the call's
+    /// registrations.
+    pub remote_invalidations: AtomicU64,
+    /// Registrations invalidated locally (LocalInvalidate work requests).
+    pub local_invalidations: AtomicU64,
+    /// Calls retransmitted on a new connection.
+    pub retransmits: AtomicU64,
+    /// Connections re-established after a loss.
+    pub reconnects: AtomicU64,
+    /// Calls that timed out.
+    pub timeouts: AtomicU64,
+    /// Calls completed (successfully or with an RPC-level error).
+    pub completed: AtomicU64,
+}
+
+/// One connection of the client.
+struct Conn<D: Device> {
+    ep: Endpoint<D>,
+    gen: u64,
+    neg: Negotiated,
+    /// Empty fast-registration regions ready for reuse.
+    pool: Mutex<Vec<D::Mr>>,
+}
+
+struct Reg<D: Device> {
+    source: RegionSource,
+    mr: D::Mr,
+    rkey: u32,
+}
+
+struct Sent<D: Device> {
+    gen: u64,
+    conn: Arc<Conn<D>>,
+    offered: OfferedChunks,
+    regions: Vec<Reg<D>>,
+    report: CallReport,
+}
+
+struct Slot<D: Device> {
+    req: Request,
+    bufs: Vec<BytesMut>,
+    /// `None` once the caller gave up (timeout): the slot then only waits
+    /// for the reply to return its credit.
+    tx: Option<oneshot::Sender<CallResult>>,
+    sent: Option<Sent<D>>,
+    retransmits: u32,
+}
+
+struct State<D: Device> {
+    conn: Option<Arc<Conn<D>>>,
+    gen: u64,
+    connecting: bool,
+    closed: bool,
+    credits: RequesterCredits,
+    queue: VecDeque<u32>,
+    calls: HashMap<u32, Slot<D>>,
+}
+
+struct Shared<D: Device> {
+    dev: D,
+    addr: SocketAddr,
+    config: RdmaConfig,
+    bindings: Bindings,
+    state: Mutex<State<D>>,
+    next_xid: AtomicU32,
+    stats: ClientStats,
+}
+
+struct CloseGuard<D: Device>(Arc<Shared<D>>);
+
+impl<D: Device> Drop for CloseGuard<D> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// An RPC-over-RDMA client connection (the Requester). Cheap to clone;
+/// the connection closes when the last clone is dropped (or on
+/// [`close`](Self::close)).
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use rpcrdma::{Bindings, RdmaClient, RdmaConfig};
+/// let dev = rpcrdma::memfabric::Fabric::new();
+/// let client = RdmaClient::connect(dev, "127.0.0.1:20049".parse()?, RdmaConfig::default(), Bindings::rdmatest()).await?;
+/// let rdmatest = rdmatest::RdmatestClient::new(client.clone());
+/// let data = rdmatest.get(1 << 20, 7).await?;
+/// # Ok(()) }
+/// ```
+pub struct RdmaClient<D: Device> {
+    shared: Arc<Shared<D>>,
+    _guard: Arc<CloseGuard<D>>,
+}
+
+impl<D: Device> Clone for RdmaClient<D> {
+    fn clone(&self) -> Self {
+        RdmaClient {
+            shared: self.shared.clone(),
+            _guard: self._guard.clone(),
+        }
+    }
+}
+
+impl<D: Device> std::fmt::Debug for RdmaClient<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaClient")
+            .field("addr", &self.shared.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Device> RdmaClient<D> {
+    /// Connects to a responder at `addr` (RFC 8797 private data both ways).
+    pub async fn connect(
+        dev: D,
+        addr: SocketAddr,
+        config: RdmaConfig,
+        bindings: Bindings,
+    ) -> Result<Self, TransportError> {
+        let shared = Arc::new(Shared {
+            dev,
+            addr,
+            state: Mutex::new(State {
+                conn: None,
+                gen: 0,
+                connecting: true,
+                closed: false,
+                credits: RequesterCredits::new(config.credits),
+                queue: VecDeque::new(),
+                calls: HashMap::new(),
+            }),
+            config,
+            bindings,
+            next_xid: AtomicU32::new(rand_xid()),
+            stats: ClientStats::default(),
+        });
+        let gen = shared.reserve_gen();
+        let conn = Conn::establish(&shared.dev, addr, &shared.config, gen).await?;
+        shared.install(conn);
+        Ok(RdmaClient {
+            _guard: Arc::new(CloseGuard(shared.clone())),
+            shared,
+        })
+    }
+
+    /// Makes a call and reports what went on the wire.
+    ///
+    /// DDP-eligible arguments are the `Ddp` pieces of `req.args` (moved in
+    /// Read chunks when the call does not fit inline); DDP-eligible results
+    /// are placed into `req.result_bufs` (one Write chunk each, capacity =
+    /// largest accepted) and come back as `Ddp` pieces that are slices of
+    /// those buffers. No result buffers: the results come inline (an empty
+    /// Write list) or in the Reply chunk.
+    pub async fn call_with_report(&self, mut req: Request) -> CallResult {
+        let sh = &self.shared;
+        let timeout = req.timeout.unwrap_or(sh.config.call_timeout);
+        let bufs = std::mem::take(&mut req.result_bufs);
+        let (tx, rx) = oneshot::channel();
+        let xid = {
+            let mut st = lock(&sh.state);
+            if st.closed {
+                return Err(TransportError::Closed.into_rpc());
+            }
+            let xid = loop {
+                let x = sh.next_xid.fetch_add(1, Relaxed);
+                if !st.calls.contains_key(&x) {
+                    break x;
+                }
+            };
+            st.calls.insert(
+                xid,
+                Slot {
+                    req,
+                    bufs,
+                    tx: Some(tx),
+                    sent: None,
+                    retransmits: 0,
+                },
+            );
+            st.queue.push_back(xid);
+            sh.pump(&mut st);
+            if st.conn.is_none() {
+                sh.start_reconnect(&mut st);
+            }
+            xid
+        };
+        tokio::pin!(rx);
+        match tokio::time::timeout(timeout, &mut rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(TransportError::ConnectionLost.into_rpc()),
+            Err(_) => {
+                sh.abandon(xid);
+                match rx.try_recv() {
+                    Ok(r) => r,
+                    Err(_) => {
+                        sh.stats.timeouts.fetch_add(1, Relaxed);
+                        Err(RpcError::Timeout)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Requester statistics.
+    pub fn stats(&self) -> &ClientStats {
+        &self.shared.stats
+    }
+
+    /// The current connection's inline thresholds (`None` while
+    /// disconnected).
+    pub fn thresholds(&self) -> Option<Thresholds> {
+        lock(&self.shared.state)
+            .conn
+            .as_ref()
+            .map(|c| c.neg.thresholds)
+    }
+
+    /// Whether both sides agreed on remote invalidation (RFC 8797 §6).
+    pub fn remote_invalidation(&self) -> Option<bool> {
+        lock(&self.shared.state)
+            .conn
+            .as_ref()
+            .map(|c| c.neg.remote_invalidation)
+    }
+
+    /// True while a connection is established.
+    pub fn is_connected(&self) -> bool {
+        lock(&self.shared.state).conn.is_some()
+    }
+
+    /// Calls not yet completed (queued or on the wire).
+    pub fn outstanding(&self) -> usize {
+        lock(&self.shared.state)
+            .calls
+            .values()
+            .filter(|s| s.tx.is_some())
+            .count()
+    }
+
+    /// The responder's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// Closes the connection; outstanding calls fail with
+    /// [`TransportError::Closed`].
+    pub fn close(&self) {
+        self.shared.close();
+    }
+
+    /// Breaks the current connection as if the network failed (tests of
+    /// reconnection): outstanding calls are retransmitted on a new one.
+    pub fn disconnect_for_test(&self) {
+        if let Some(c) = lock(&self.shared.state).conn.clone() {
+            c.ep.qp.disconnect();
+        }
+    }
+}
+
+#[allow(clippy::manual_async_fn)]
+impl<D: Device> Channel for RdmaClient<D> {
+    fn call(
+        &self,
+        req: Request,
+    ) -> impl std::future::Future<Output = Result<Payload, RpcError>> + Send {
+        async move { self.call_with_report(req).await.map(|(p, _)| p) }
+    }
+}
+
+fn rand_xid() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16))
+        .unwrap_or(1);
+    t.wrapping_mul(0x9E37_79B9)
+}
+
+impl<D: Device> Conn<D> {
+    async fn establish(
+        dev: &D,
+        addr: SocketAddr,
+        config: &RdmaConfig,
+        gen: u64,
+    ) -> Result<Arc<Conn<D>>, TransportError> {
+        let ep = Endpoint::new(dev, config, config.credits + RECV_MARGIN)?;
+        let local = config.private_data();
+        let encoded = local.encode();
+        let param = ConnParam::new(Bytes::copy_from_slice(&encoded), config.ord, config.ird);
+        let info = tokio::time::timeout(config.connect_timeout, dev.connect(&ep.qp, addr, param))
+            .await
+            .map_err(|_| VerbsError::Timeout("connect"))??;
+        let peer = PrivateData::from_received(&info.private_data);
+        let local = PrivateData::find(&encoded).unwrap_or_default();
+        let neg = Negotiated::client(&local, &peer);
+        tracing::debug!(%addr, ?neg, "rpcrdma client connected");
+        Ok(Arc::new(Conn {
+            ep,
+            gen,
+            neg,
+            pool: Mutex::new(Vec::new()),
+        }))
+    }
+
+    fn take_mr(&self, max: usize) -> Result<D::Mr, VerbsError> {
+        if let Some(m) = lock(&self.pool).pop() {
+            return Ok(m);
+        }
+        self.ep.pd.alloc_mr(max)
+    }
+}
+
+/// A continuation that can be run from either of two places, once.
+type OnceCell = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+fn run_once(c: &OnceCell) {
+    let f = lock(c).take();
+    if let Some(f) = f {
+        f();
+    }
+}
+
+/// What the reply said, extracted from the receive buffer.
+enum Outcome {
+    Reply {
+        msg: Bytes,
+        header_len: usize,
+        nomsg: bool,
+        returned: ChunkListsRepr,
+    },
+    Error(ErrorBody),
+}
+
+impl<D: Device> Shared<D> {
+    fn reserve_gen(&self) -> u64 {
+        let mut st = lock(&self.state);
+        st.gen += 1;
+        st.gen
+    }
+
+    fn install(self: &Arc<Self>, conn: Arc<Conn<D>>) {
+        let mut st = lock(&self.state);
+        st.connecting = false;
+        if st.closed || st.gen != conn.gen {
+            conn.ep.qp.disconnect();
+            return;
+        }
+        st.conn = Some(conn.clone());
+        st.credits.reset();
+        let sh = self.clone();
+        let c2 = conn.clone();
+        tokio::spawn(async move {
+            let s3 = sh.clone();
+            let c3 = c2.clone();
+            c2.ep
+                .run(move |wc| s3.on_recv(&c3, wc), std::future::pending())
+                .await;
+            sh.conn_lost(c2);
+        });
+        self.pump(&mut st);
+    }
+
+    fn close(&self) {
+        let (conn, slots) = {
+            let mut st = lock(&self.state);
+            if st.closed {
+                return;
+            }
+            st.closed = true;
+            st.queue.clear();
+            let slots: Vec<Slot<D>> = st.calls.drain().map(|(_, s)| s).collect();
+            (st.conn.take(), slots)
+        };
+        for s in slots {
+            if let Some(sent) = s.sent {
+                for r in sent.regions {
+                    drop(r.mr.deregister());
+                }
+            }
+            if let Some(tx) = s.tx {
+                let _ = tx.send(Err(TransportError::Closed.into_rpc()));
+            }
+        }
+        if let Some(c) = conn {
+            c.ep.qp.disconnect();
+        }
+    }
+
+    fn start_reconnect(self: &Arc<Self>, st: &mut State<D>) {
+        if st.connecting || st.closed {
+            return;
+        }
+        st.connecting = true;
+        let sh = self.clone();
+        tokio::spawn(async move { sh.reconnect_loop().await });
+    }
+
+    async fn reconnect_loop(self: Arc<Self>) {
+        let policy = self.config.reconnect;
+        let mut last = String::from("no attempt");
+        for attempt in 0..policy.max_attempts {
+            tokio::time::sleep(policy.delay(attempt)).await;
+            if lock(&self.state).closed {
+                return;
+            }
+            let gen = self.reserve_gen();
+            match Conn::establish(&self.dev, self.addr, &self.config, gen).await {
+                Ok(conn) => {
+                    self.stats.reconnects.fetch_add(1, Relaxed);
+                    tracing::info!(addr = %self.addr, attempt, "rpcrdma client reconnected");
+                    self.install(conn);
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(addr = %self.addr, attempt, error = %e, "reconnect failed");
+                    last = e.to_string();
+                }
+            }
+        }
+        let failed: Vec<Slot<D>> = {
+            let mut st = lock(&self.state);
+            st.connecting = false;
+            let xids: Vec<u32> = st.queue.drain(..).collect();
+            xids.into_iter()
+                .filter_map(|x| st.calls.remove(&x))
+                .collect()
+        };
+        for s in failed {
+            if let Some(tx) = s.tx {
+                let _ = tx.send(Err(TransportError::ReconnectFailed {
+                    attempts: policy.max_attempts,
+                    last: last.clone(),
+                }
+                .into_rpc()));
+            }
+        }
+    }
+
+    /// The connection `conn` ended: requeue its calls for retransmission
+    /// on a new connection.
+    fn conn_lost(self: &Arc<Self>, conn: Arc<Conn<D>>) {
+        conn.ep.fail_all();
+        let mut st = lock(&self.state);
+        if st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+            st.conn = None;
+            st.credits.reset();
+        }
+        let mut requeue = Vec::new();
+        let mut dead = Vec::new();
+        for (&xid, slot) in st.calls.iter_mut() {
+            if slot.sent.as_ref().is_some_and(|s| s.gen == conn.gen) {
+                let sent = slot.sent.take().expect("checked");
+                for r in sent.regions {
+                    let buf = r.mr.deregister();
+                    if let (RegionSource::ReplyWriteChunk { chunk }, Some(b)) = (r.source, buf) {
+                        if let (Some(slotbuf), Ok(b)) =
+                            (slot.bufs.get_mut(chunk), b.try_into_bytes_mut())
+                        {
+                            *slotbuf = b;
+                        }
+                    }
+                }
+                if slot.tx.is_none() {
+                    dead.push(xid);
+                } else {
+                    slot.retransmits += 1;
+                    requeue.push(xid);
+                }
+            }
+        }
+        for x in dead {
+            st.calls.remove(&x);
+        }
+        requeue.sort_unstable();
+        self.stats
+            .retransmits
+            .fetch_add(requeue.len() as u64, Relaxed);
+        for x in requeue.into_iter().rev() {
+            st.queue.push_front(x);
+        }
+        drop(conn);
+        if !st.closed && st.conn.is_none() && (!st.queue.is_empty() || !st.calls.is_empty()) {
+            self.start_reconnect(&mut st);
+        } else if !st.closed && st.conn.is_none() {
+            // Reconnect eagerly too, so the next call finds a connection.
+            self.start_reconnect(&mut st);
+        }
+    }
+
+    /// The caller gave up on `xid`.
+    fn abandon(&self, xid: u32) {
+        let mut st = lock(&self.state);
+        let Some(slot) = st.calls.get_mut(&xid) else {
+            return;
+        };
+        match &mut slot.sent {
+            None => {
+                st.calls.remove(&xid);
+                st.queue.retain(|&x| x != xid);
+            }
+            Some(sent) => {
+                slot.tx = None;
+                // Invalidate now: a late RDMA Write must not reach buffers
+                // we no longer own (it will fail and break the connection).
+                for r in sent.regions.drain(..) {
+                    drop(r.mr.deregister());
+                }
+            }
+        }
+    }
+
+    /// Sends queued calls while credits allow.
+    fn pump(&self, st: &mut State<D>) {
+        let State {
+            conn,
+            credits,
+            queue,
+            calls,
+            ..
+        } = st;
+        let Some(conn) = conn.clone() else {
+            return;
+        };
+        while credits.can_send() {
+            let Some(xid) = queue.pop_front() else {
+                break;
+            };
+            let Some(slot) = calls.get_mut(&xid) else {
+                continue;
+            };
+            if slot.tx.is_none() {
+                calls.remove(&xid);
+                continue;
+            }
+            match self.transmit(&conn, xid, slot, credits.requested()) {
+                Ok(()) => {
+                    credits.try_send();
+                }
+                Err(TransportError::Verbs(e)) if conn.ep.qp.state() != QpState::Connected => {
+                    tracing::debug!(xid, error = %e, "send failed on a dying connection; requeued");
+                    queue.push_front(xid);
+                    break;
+                }
+                Err(e) => {
+                    if let Some(s) = calls.remove(&xid) {
+                        if let Some(tx) = s.tx {
+                            let _ = tx.send(Err(e.into_rpc()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Plans, registers and sends one call.
+    fn transmit(
+        &self,
+        conn: &Arc<Conn<D>>,
+        xid: u32,
+        slot: &mut Slot<D>,
+        credit: u32,
+    ) -> Result<(), TransportError> {
+        let cfg = &self.config;
+        let req = &slot.req;
+        let binding = self.bindings.binding(req.prog, req.vers);
+        let pb = binding.and_then(|b| b.procedure(req.procedure));
+        // Only arguments the binding declares DDP-eligible may be reduced
+        // (RFC 8166 §6.1); anything else travels inline.
+        let mut args = req.args.clone();
+        let eligible = pb.is_some_and(|pb| {
+            let ddp: Vec<&Bytes> = args
+                .pieces()
+                .iter()
+                .filter_map(|p| match p {
+                    Piece::Ddp(b) => Some(b),
+                    Piece::Xdr(_) => None,
+                })
+                .collect();
+            ddp.len() <= pb.ddp_args.len()
+                && ddp
+                    .iter()
+                    .zip(pb.ddp_args)
+                    .all(|(b, a)| b.len() as u64 <= a.max_len as u64)
+        });
+        if !eligible {
+            args = args.into_inline();
+        }
+        let head: Bytes = match args.pieces().first() {
+            Some(Piece::Xdr(b)) => b.clone(),
+            _ => Bytes::new(),
+        };
+        let args_len = args.xdr_len() as u64;
+        let mut b = PayloadBuilder::new();
+        b.item(&req.call_header(xid));
+        b.payload(args);
+        let msg = b.finish();
+        let pieces: Vec<Bytes> = msg.pieces().iter().map(|p| p.bytes().clone()).collect();
+        let items: Vec<Item> = msg
+            .pieces()
+            .iter()
+            .map(|p| match p {
+                Piece::Xdr(b) => Item::Xdr(b.len() as u32),
+                Piece::Ddp(b) => Item::Ddp(b.len() as u32),
+            })
+            .collect();
+        // The reply: Write chunks for the caller's result buffers, a Reply
+        // chunk if the estimate may exceed the reply inline threshold.
+        let est = binding.and_then(|b| {
+            b.reply_estimate(
+                req.procedure,
+                ArgsView {
+                    head: &head,
+                    len: args_len,
+                },
+            )
+        });
+        let layout = self.bindings.layout(req.prog, req.vers);
+        let overhead = cfg.reply_overhead as u64;
+        let (write_chunks, mut max_reduced) = match (&est, layout) {
+            (Some(est), Some(_)) => {
+                let n = slot.bufs.len().min(est.ddp_results.len());
+                let wc: Vec<u32> = (0..n)
+                    .map(|i| {
+                        (slot.bufs[i].capacity().min(u32::MAX as usize) as u32)
+                            .min(est.ddp_results[i])
+                    })
+                    .collect();
+                // Results without a Write chunk, or with an empty one
+                // (capacity 0), come inline (RFC 8166 §4.3.2).
+                let inline: u64 = est
+                    .ddp_results
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i >= n || wc[i] == 0)
+                    .map(|(_, &l)| roundup4(l as u64))
+                    .sum();
+                (wc, overhead + est.max_reduced_results + inline)
+            }
+            (Some(est), None) => (Vec::new(), overhead + est.max_unreduced_results()),
+            _ => (Vec::new(), cfg.default_max_reply as u64),
+        };
+        if let Some(m) = req.max_reply_len {
+            max_reduced = max_reduced.max(m as u64);
+        }
+        let shape = ReplyShape {
+            write_chunks,
+            max_reduced_len: max_reduced,
+        };
+        let mut plan = plan_call(
+            xid,
+            credit,
+            &items,
+            &shape,
+            &conn.neg.thresholds,
+            &cfg.chunk_limits(),
+        )
+        .map_err(|e| TransportError::Plan(e.to_string()))?;
+        // Register every region by fast registration.
+        let mut regs: Vec<Reg<D>> = Vec::with_capacity(plan.regions.len());
+        if let Err(e) = self.register_regions(conn, &mut plan, &pieces, slot, &mut regs) {
+            for r in regs {
+                let buf = r.mr.deregister();
+                if let (RegionSource::ReplyWriteChunk { chunk }, Some(b)) = (r.source, buf) {
+                    if let (Some(sb), Ok(b)) = (slot.bufs.get_mut(chunk), b.try_into_bytes_mut()) {
+                        *sb = b;
+                    }
+                }
+            }
+            return Err(e);
+        }
+        // The Send: header plus inline payload.
+        let hlen = plan.header.buffer_len();
+        let inline = plan.inline();
+        let total = hlen + spans_len(inline) as usize;
+        let mut sbuf = BytesMut::zeroed(hlen);
+        plan.header
+            .emit(&mut sbuf)
+            .map_err(|e| TransportError::Plan(e.to_string()))?;
+        sbuf.reserve(total - hlen);
+        gather_into(&mut sbuf, inline, &pieces);
+        let report = initial_report(
+            xid,
+            &plan,
+            total as u64,
+            conn.neg.thresholds,
+            slot.retransmits,
+        );
+        let smr = conn.ep.register_source(sbuf.freeze())?;
+        let sge = Sge::new(smr.lkey(), 0, total as u32);
+        if let Err(e) = conn.ep.post(SendWr::send(0, vec![sge]), vec![smr], None) {
+            for r in regs {
+                drop(r.mr.deregister());
+            }
+            return Err(e.into());
+        }
+        self.stats.counters.add_call(plan.kind);
+        if let Some(c) = plan.header.chunks() {
+            self.stats.counters.add_chunks(c);
+        }
+        slot.sent = Some(Sent {
+            gen: conn.gen,
+            conn: conn.clone(),
+            offered: plan.offered(),
+            regions: regs,
+            report,
+        });
+        Ok(())
+    }
+
+    fn register_regions(
+        &self,
+        conn: &Arc<Conn<D>>,
+        plan: &mut CallPlan,
+        pieces: &[Bytes],
+        slot: &mut Slot<D>,
+        regs: &mut Vec<Reg<D>>,
+    ) -> Result<(), TransportError> {
+        let max = self.config.max_region_len;
+        for i in 0..plan.regions.len() {
+            let r = &plan.regions[i];
+            let len = r.len as usize;
+            if len > max {
+                return Err(TransportError::TooLarge { len, max });
+            }
+            let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+            let (buffer, access) = match r.source {
+                RegionSource::CallItem { item } => (
+                    MrBuffer::Frozen(pieces.get(item).cloned().unwrap_or_default()),
+                    Access::REMOTE_READ,
+                ),
+                RegionSource::CallPayload => {
+                    let mut b = BytesMut::with_capacity(len);
+                    gather_into(&mut b, &plan.payload, pieces);
+                    (MrBuffer::Frozen(b.freeze()), Access::REMOTE_READ)
+                }
+                RegionSource::ReplyWriteChunk { chunk } => {
+                    let mut b = slot
+                        .bufs
+                        .get_mut(chunk)
+                        .map(std::mem::take)
+                        .unwrap_or_default();
+                    b.clear();
+                    b.resize(len, 0);
+                    (MrBuffer::Mutable(b), rw)
+                }
+                RegionSource::ReplyChunk => (MrBuffer::Mutable(BytesMut::zeroed(len)), rw),
+            };
+            let source = r.source;
+            let mr = conn.take_mr(max)?;
+            let rkey = match conn.ep.qp.post_fast_reg(
+                &mr,
+                FastRegWr {
+                    wr_id: 0,
+                    buffer,
+                    access,
+                    signaled: false,
+                },
+            ) {
+                Ok(k) => k,
+                Err(e) => {
+                    if let (RegionSource::ReplyWriteChunk { chunk }, Ok(b)) =
+                        (source, e.buffer.try_into_bytes_mut())
+                    {
+                        if let Some(sb) = slot.bufs.get_mut(chunk) {
+                            *sb = b;
+                        }
+                    }
+                    return Err(e.error.into());
+                }
+            };
+            plan.set_region(i, rkey, 0);
+            regs.push(Reg { source, mr, rkey });
+        }
+        Ok(())
+    }
+
+    /// A receive completed on `conn`.
+    fn on_recv(self: &Arc<Self>, conn: &Arc<Conn<D>>, wc: WorkCompletion) {
+        let Some(msg) = conn.ep.take_recv(&wc) else {
+            return;
+        };
+        if !conn.ep.is_dead() {
+            if let Err(e) = conn.ep.post_recv() {
+                tracing::debug!(error = %e, "re-posting a receive failed");
+            }
+        }
+        let limits = self.config.decode_limits();
+        let gen = conn.gen;
+        let mut st = lock(&self.state);
+        let verdict = {
+            let calls = &st.calls;
+            check_reply(&msg, &limits, |xid| {
+                calls
+                    .get(&xid)
+                    .and_then(|s| s.sent.as_ref())
+                    .filter(|s| s.gen == gen)
+                    .map(|s| &s.offered)
+            })
+        };
+        let c = &self.stats.counters;
+        let (xid, outcome) = match verdict {
+            ReplyVerdict::Discard(reason) => {
+                c.discarded.fetch_add(1, Relaxed);
+                tracing::debug!(?reason, "reply discarded");
+                return;
+            }
+            ReplyVerdict::Error { xid, err, credit } => {
+                st.credits.on_reply(credit);
+                match err {
+                    ErrorBody::Vers { .. } => c.err_vers.fetch_add(1, Relaxed),
+                    ErrorBody::Chunk => c.err_chunk.fetch_add(1, Relaxed),
+                };
+                (xid, Outcome::Error(err))
+            }
+            ReplyVerdict::Deliver(h) => {
+                st.credits.on_reply(h.credit);
+                let nomsg = matches!(h.body, Body::NoMsg { .. });
+                c.add_received_chunks(&h);
+                let returned = h.chunks().map(|c| c.to_repr()).unwrap_or_default();
+                (
+                    h.xid,
+                    Outcome::Reply {
+                        header_len: h.header_len,
+                        nomsg,
+                        returned,
+                        msg: msg.clone(),
+                    },
+                )
+            }
+        };
+        let slot = st.calls.remove(&xid);
+        self.pump(&mut st);
+        drop(st);
+        if let Some(slot) = slot {
+            self.finish(slot, outcome, wc.invalidated_rkey, msg.len() as u64);
+        }
+    }
+
+    /// Invalidates the call's registrations, then completes it.
+    fn finish(self: &Arc<Self>, slot: Slot<D>, outcome: Outcome, inv: Option<u32>, recv_len: u64) {
+        let Some(sent) = slot.sent else {
+            return;
+        };
+        let Sent {
+            conn,
+            regions,
+            mut report,
+            ..
+        } = sent;
+        let mut to_invalidate = Vec::new();
+        for r in &regions {
+            if inv == Some(r.rkey) {
+                report.remote_invalidated = true;
+            } else if r.mr.is_valid() {
+                to_invalidate.push(r.rkey);
+            }
+        }
+        if report.remote_invalidated {
+            self.stats.remote_invalidations.fetch_add(1, Relaxed);
+        }
+        report.local_invalidations = to_invalidate.len();
+        report.reply_recv_bytes = recv_len;
+        self.stats
+            .local_invalidations
+            .fetch_add(to_invalidate.len() as u64, Relaxed);
+        let Some(tx) = slot.tx else {
+            // Abandoned: regions were released when the caller gave up.
+            for r in regions {
+                drop(r.mr.deregister());
+            }
+            return;
+        };
+        let sh = self.clone();
+        let proc_ = slot.req.procedure;
+        let (prog, vers) = (slot.req.prog, slot.req.vers);
+        let conn2 = conn.clone();
+        let done: OnceCell = Arc::new(Mutex::new(Some(Box::new(move || {
+            let mut write_bufs: Vec<Option<MrBuffer>> = Vec::new();
+            let mut reply_buf = None;
+            for r in regions {
+                let buf = if r.mr.is_valid() {
+                    r.mr.deregister()
+                } else {
+                    match r.mr.take_buffer() {
+                        Ok(b) => {
+                            lock(&conn2.pool).push(r.mr);
+                            Some(b)
+                        }
+                        Err(_) => r.mr.deregister(),
+                    }
+                };
+                match r.source {
+                    RegionSource::ReplyWriteChunk { chunk } => {
+                        if write_bufs.len() <= chunk {
+                            write_bufs.resize_with(chunk + 1, || None);
+                        }
+                        write_bufs[chunk] = buf;
+                    }
+                    RegionSource::ReplyChunk => reply_buf = buf,
+                    _ => {}
+                }
+            }
+            let res = sh.build_result(prog, vers, proc_, report, outcome, write_bufs, reply_buf);
+            sh.stats.completed.fetch_add(1, Relaxed);
+            let _ = tx.send(res);
+        }) as Box<dyn FnOnce() + Send>)));
+        let n = to_invalidate.len();
+        let mut posted_last = false;
+        for (k, rkey) in to_invalidate.into_iter().enumerate() {
+            let last = k + 1 == n;
+            let then: Option<Continuation> = if last {
+                let d = done.clone();
+                Some(Box::new(move |_wc| run_once(&d)))
+            } else {
+                None
+            };
+            if conn
+                .ep
+                .post(SendWr::local_invalidate(0, rkey), Vec::new(), then)
+                .is_err()
+            {
+                // `done` deregisters what is still valid, which
+                // invalidates synchronously.
+                break;
+            }
+            posted_last = last;
+        }
+        // Without a posted continuation, or on a dead connection whose
+        // completions may never be polled again, complete now (run_once
+        // makes a second run a no-op).
+        if !posted_last || conn.ep.is_dead() {
+            run_once(&done);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build_result(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        mut report: CallReport,
+        outcome: Outcome,
+        write_bufs: Vec<Option<MrBuffer>>,
+        reply_buf: Option<MrBuffer>,
+    ) -> CallResult {
+        let bad = |s: String| TransportError::BadReply(s).into_rpc();
+        let (msg, header_len, nomsg, returned) = match outcome {
+            Outcome::Error(e) => {
+                report.reply_mode = ReplyMode::Error;
+                report.reply_message = MessageKind::Error;
+                tracing::debug!(xid = report.xid, ?e, "call failed with RDMA_ERROR");
+                return Err(match e {
+                    ErrorBody::Vers { low, high } => TransportError::ErrVers { low, high },
+                    ErrorBody::Chunk => TransportError::ErrChunk,
+                }
+                .into_rpc());
+            }
+            Outcome::Reply {
+                msg,
+                header_len,
+                nomsg,
+                returned,
+            } => (msg, header_len, nomsg, returned),
+        };
+        report.write_chunk_bytes = returned.write_list.iter().map(|c| c.total_len()).collect();
+        let payload = if nomsg {
+            let len = returned.reply_chunk.as_ref().map_or(0, |c| c.total_len()) as usize;
+            report.reply_mode = ReplyMode::Long;
+            report.reply_message = MessageKind::NoMsg;
+            report.reply_chunk_bytes = len as u64;
+            let b = reply_buf
+                .ok_or_else(|| bad("RDMA_NOMSG reply without a reply chunk".into()))?
+                .into_bytes();
+            if len > b.len() {
+                return Err(bad("reply chunk overrun".into()));
+            }
+            b.slice(..len)
+        } else {
+            report.reply_mode = ReplyMode::Short;
+            report.reply_message = MessageKind::Msg;
+            msg.slice(header_len.min(msg.len())..)
+        };
+        let (rxid, res) = decode_reply(&Payload::from_xdr(payload)).map_err(RpcError::BadReply)?;
+        if rxid != report.xid {
+            return Err(bad(format!(
+                "RPC xid {rxid:#x} in reply to {:#x}",
+                report.xid
+            )));
+        }
+        let results = res?.flatten();
+        let mut out = Payload::new();
+        if returned.write_list.iter().any(|c| c.total_len() > 0) {
+            let layout = self
+                .bindings
+                .layout(prog, vers)
+                .ok_or_else(|| bad("write chunk data for a program without reply layout".into()))?;
+            let mut cursor = WriteChunkCursor::from_repr(&returned.write_list);
+            let placements = layout
+                .locate(proc_, &results, &mut cursor)
+                .map_err(|e| bad(e.to_string()))?;
+            let mut bufs: Vec<Option<Bytes>> = write_bufs
+                .into_iter()
+                .map(|b| b.map(MrBuffer::into_bytes))
+                .collect();
+            let mut at = 0usize;
+            for p in placements {
+                if p.offset < at || p.offset > results.len() {
+                    return Err(bad("DDP result out of order".into()));
+                }
+                let data = bufs
+                    .get_mut(p.chunk)
+                    .and_then(Option::take)
+                    .ok_or_else(|| bad(format!("no buffer for write chunk {}", p.chunk)))?;
+                if p.len as usize > data.len() {
+                    return Err(bad("write chunk overrun".into()));
+                }
+                out.push_xdr(results.slice(at..p.offset));
+                out.push_ddp(data.slice(..p.len as usize));
+                at = p.offset;
+            }
+            out.push_xdr(results.slice(at..));
+        } else {
+            out.push_xdr(results);
+        }
+        Ok((out, report))
+    }
+}
+
+/// Appends the bytes of `spans` (items from `pieces`) to `out`.
+fn gather_into(out: &mut BytesMut, spans: &[Span], pieces: &[Bytes]) {
+    for s in spans {
+        match *s {
+            Span::Item { item, offset, len } => {
+                let p = &pieces[item];
+                out.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
+            }
+            Span::Zeros(n) => out.resize(out.len() + n as usize, 0),
+        }
+    }
+}
+
+fn initial_report(
+    xid: u32,
+    plan: &CallPlan,
+    send: u64,
+    th: Thresholds,
+    retransmits: u32,
+) -> CallReport {
+    let mut r = CallReport {
+        xid,
+        call_kind: plan.kind,
+        call_message: if plan.kind == CallKind::Long {
+            MessageKind::NoMsg
+        } else {
+            MessageKind::Msg
+        },
+        call_send_bytes: send,
+        read_chunks: 0,
+        read_chunk_bytes: 0,
+        position_zero_bytes: 0,
+        read_segments: 0,
+        write_chunks: 0,
+        write_chunk_bytes: Vec::new(),
+        reply_chunk_offered: false,
+        reply_chunk_bytes: 0,
+        reply_mode: ReplyMode::Short,
+        reply_message: MessageKind::Msg,
+        reply_recv_bytes: 0,
+        remote_invalidated: false,
+        local_invalidations: 0,
+        retransmits,
+        thresholds: th,
+    };
+    if let Some(c) = plan.header.chunks() {
+        let mut last = None;
+        for s in &c.read_list {
+            r.read_segments += 1;
+            if s.position == 0 {
+                r.position_zero_bytes += s.segment.length as u64;
+            } else {
+                if last != Some(s.position) {
+                    r.read_chunks += 1;
+                }
+                r.read_chunk_bytes += s.segment.length as u64;
+            }
+            last = Some(s.position);
+        }
+        r.write_chunks = c.write_list.len();
+        r.reply_chunk_offered = c.reply_chunk.is_some();
+    }
+    r
+}

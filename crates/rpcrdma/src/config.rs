@@ -1,0 +1,166 @@
+//! Transport configuration with documented defaults.
+
+use std::time::Duration;
+
+/// Reconnect policy of a requester (exponential backoff).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// Delay before the first reconnect attempt (default 10 ms).
+    pub initial: Duration,
+    /// Upper bound of the delay; each failed attempt doubles it (default 1 s).
+    pub max: Duration,
+    /// Attempts after which outstanding calls fail with
+    /// [`TransportError::ReconnectFailed`](crate::TransportError::ReconnectFailed)
+    /// (default 8).
+    pub max_attempts: u32,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_millis(10),
+            max: Duration::from_secs(1),
+            max_attempts: 8,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before attempt `n` (0-based).
+    pub fn delay(&self, n: u32) -> Duration {
+        let f = 1u32.checked_shl(n.min(20)).unwrap_or(u32::MAX);
+        self.initial.saturating_mul(f).min(self.max)
+    }
+}
+
+/// Configuration shared by the requester ([`RdmaClient`](crate::RdmaClient))
+/// and the responder ([`RdmaServer`](crate::RdmaServer)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RdmaConfig {
+    /// Largest Send this side transmits, advertised in RFC 8797 private data
+    /// (default 4096; RFC 8797 encodes multiples of 1024 from 1024 to 256 KiB).
+    pub inline_send: u32,
+    /// Largest Send this side can receive: the size of each posted receive
+    /// buffer, advertised in RFC 8797 private data (default 4096).
+    pub inline_recv: u32,
+    /// Requester: credits asked for in `rdma_credit`. Responder: credits
+    /// granted (never 0); the responder keeps this many receives posted plus
+    /// a margin (default 128).
+    pub credits: u32,
+    /// Segments per chunk (default 16).
+    pub max_segments: u32,
+    /// Bytes per segment (default 1 MiB).
+    pub max_segment_size: u32,
+    /// Largest single registration (a call argument, a result buffer, a
+    /// Reply chunk, a Read chunk sink); larger requests fail (default 64 MiB).
+    pub max_region_len: usize,
+    /// Default per-call timeout when the request carries none (default 30 s).
+    pub call_timeout: Duration,
+    /// Reconnect policy (requester only).
+    pub reconnect: Backoff,
+    /// Advertise (and use) remote invalidation, RFC 8797 §6 (default on).
+    pub remote_invalidation: bool,
+    /// ORD: RDMA Reads this side keeps in flight as a responder (default 16).
+    pub ord: u16,
+    /// IRD: RDMA Reads the peer may have in flight at this side (default 16).
+    pub ird: u16,
+    /// Default Reply-chunk provision, in bytes of reply beyond what the
+    /// Upper-Layer Binding estimates (RPC reply header with a verifier of up
+    /// to 400 bytes; default 512).
+    pub reply_overhead: u32,
+    /// Largest reply Payload to provision a Reply chunk for when neither the
+    /// binding nor the request bounds it (default 1 MiB).
+    pub default_max_reply: u32,
+    /// Connection establishment timeout (default 5 s).
+    pub connect_timeout: Duration,
+    /// Responder: how long [`RdmaServer::shutdown`](crate::RdmaServer::shutdown)
+    /// waits for in-flight calls before closing (default 5 s).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RdmaConfig {
+    fn default() -> Self {
+        RdmaConfig {
+            inline_send: 4096,
+            inline_recv: 4096,
+            credits: 128,
+            max_segments: 16,
+            max_segment_size: 1 << 20,
+            max_region_len: 64 << 20,
+            call_timeout: Duration::from_secs(30),
+            reconnect: Backoff::default(),
+            remote_invalidation: true,
+            ord: 16,
+            ird: 16,
+            reply_overhead: 512,
+            default_max_reply: 1 << 20,
+            connect_timeout: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RdmaConfig {
+    /// Both inline thresholds set to `n` bytes.
+    pub fn with_inline(mut self, n: u32) -> Self {
+        self.inline_send = n;
+        self.inline_recv = n;
+        self
+    }
+
+    /// The RFC 8797 private data this side advertises.
+    pub fn private_data(&self) -> rpcrdma_proto::private_data::PrivateData {
+        rpcrdma_proto::private_data::PrivateData {
+            remote_invalidation: self.remote_invalidation,
+            send_size: self.inline_send,
+            recv_size: self.inline_recv,
+        }
+    }
+
+    /// Chunk limits for the marshal plan.
+    pub(crate) fn chunk_limits(&self) -> rpcrdma_proto::marshal::ChunkLimits {
+        rpcrdma_proto::marshal::ChunkLimits {
+            max_segments_per_chunk: self.max_segments,
+            max_segment_bytes: self.max_segment_size,
+        }
+    }
+
+    /// Decoding limits for received headers.
+    pub(crate) fn decode_limits(&self) -> rpcrdma_proto::DecodeLimits {
+        rpcrdma_proto::DecodeLimits {
+            max_segments_per_chunk: self.max_segments,
+            ..Default::default()
+        }
+    }
+
+    /// Size of each posted receive buffer: what we advertised, as RFC 8797
+    /// encodes it (a multiple of 1024, at least 1024).
+    pub(crate) fn recv_buffer_len(&self) -> usize {
+        let pd = rpcrdma_proto::private_data::PrivateData::find(&self.private_data().encode())
+            .unwrap_or_default();
+        pd.recv_size as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_max() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(0), Duration::from_millis(10));
+        assert_eq!(b.delay(1), Duration::from_millis(20));
+        assert_eq!(b.delay(30), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn recv_buffer_matches_advertised_size() {
+        assert_eq!(RdmaConfig::default().recv_buffer_len(), 4096);
+        let c = RdmaConfig {
+            inline_recv: 1500,
+            ..Default::default()
+        };
+        assert_eq!(c.recv_buffer_len(), 1024);
+    }
+}

@@ -1,0 +1,896 @@
+//! An in-process RDMA provider ("memory fabric") implementing
+//! [`rdma_verbs`], for deterministic transport tests without TCP.
+//!
+//! Every work request executes synchronously inside `post_send`: bytes are
+//! copied between the registered buffers of the two queue pairs, and
+//! completions are queued on the completion queues. The provider is as
+//! strict as hardware where the transport could go wrong:
+//!
+//! - a Send with no posted receive, or larger than the receive, kills the
+//!   connection (both QPs go to the error state, posted work is flushed);
+//! - an rkey that is unknown, invalid, in another protection domain, out of
+//!   bounds or lacking the right access kills the connection;
+//! - keys change on every fast registration, so a stale key never works.
+//!
+//! Addresses are plain [`SocketAddr`]s in a per-[`Fabric`] namespace; no
+//! socket is opened. Connections are only possible between clones of the
+//! same [`Fabric`].
+#![allow(clippy::manual_async_fn)]
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use bytes::Bytes;
+use rdma_verbs::{
+    Access, CmEvent, ConnError, ConnInfo, ConnParam, FastRegWr, MrBuffer, QpInit, QpState, RecvWr,
+    RegisterError, SendOp, SendWr, Sge, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The in-memory device (cheap to clone; clones share the fabric).
+#[derive(Clone, Default)]
+pub struct Fabric {
+    inner: Arc<FabricInner>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct FabricInner {
+    listeners: Mutex<HashMap<SocketAddr, mpsc::UnboundedSender<ConnRequest>>>,
+    mrs: Mutex<HashMap<u32, Arc<MrInner>>>,
+    qps: Mutex<Vec<Weak<QpInner>>>,
+    next_key: AtomicU32,
+    next_id: AtomicU32,
+    next_port: AtomicU16,
+}
+
+impl FabricInner {
+    fn fresh_key(&self) -> u32 {
+        // Unpredictable enough for tests, never 0, never reused soon.
+        let n = self
+            .next_key
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1);
+        n.wrapping_mul(0x9E37_79B1) | 1
+    }
+
+    fn lookup(&self, key: u32) -> Option<Arc<MrInner>> {
+        lock(&self.mrs).get(&key).cloned()
+    }
+}
+
+impl Fabric {
+    /// A new, empty fabric.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fails every connected queue pair of the fabric at once (a fault
+    /// injection for tests: as if the network died).
+    pub fn fail_all(&self) {
+        let qps: Vec<_> = lock(&self.inner.qps)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for q in qps {
+            if q.state() == QpState::Connected {
+                q.fail("fabric failure injected", false);
+            }
+        }
+    }
+}
+
+/// A protection domain.
+pub struct Pd {
+    id: u32,
+    fabric: Arc<FabricInner>,
+}
+
+struct MrState {
+    key: u32,
+    valid: bool,
+    access: Access,
+    buf: Option<MrBuffer>,
+}
+
+struct MrInner {
+    pd: u32,
+    max_len: usize,
+    st: Mutex<MrState>,
+}
+
+/// A memory region.
+pub struct Mr {
+    inner: Arc<MrInner>,
+    fabric: Arc<FabricInner>,
+}
+
+fn check_access(buf: &MrBuffer, access: Access) -> Result<(), VerbsError> {
+    if !access.is_consistent() {
+        return Err(VerbsError::InvalidAccess(
+            "remote write requires local write",
+        ));
+    }
+    if access.needs_mutable_buffer() && !buf.is_mutable() {
+        return Err(VerbsError::InvalidAccess("write access on a frozen buffer"));
+    }
+    Ok(())
+}
+
+impl rdma_verbs::ProtectionDomain for Pd {
+    type Mr = Mr;
+
+    fn register(&self, buffer: MrBuffer, access: Access) -> Result<Mr, RegisterError> {
+        if let Err(error) = check_access(&buffer, access) {
+            return Err(RegisterError { error, buffer });
+        }
+        let key = self.fabric.fresh_key();
+        let inner = Arc::new(MrInner {
+            pd: self.id,
+            max_len: buffer.len(),
+            st: Mutex::new(MrState {
+                key,
+                valid: true,
+                access,
+                buf: Some(buffer),
+            }),
+        });
+        lock(&self.fabric.mrs).insert(key, inner.clone());
+        Ok(Mr {
+            inner,
+            fabric: self.fabric.clone(),
+        })
+    }
+
+    fn alloc_mr(&self, max_len: usize) -> Result<Mr, VerbsError> {
+        Ok(Mr {
+            inner: Arc::new(MrInner {
+                pd: self.id,
+                max_len,
+                st: Mutex::new(MrState {
+                    key: 0,
+                    valid: false,
+                    access: Access::NONE,
+                    buf: None,
+                }),
+            }),
+            fabric: self.fabric.clone(),
+        })
+    }
+}
+
+impl rdma_verbs::MemoryRegion for Mr {
+    fn lkey(&self) -> u32 {
+        lock(&self.inner.st).key
+    }
+    fn rkey(&self) -> u32 {
+        lock(&self.inner.st).key
+    }
+    fn len(&self) -> usize {
+        lock(&self.inner.st).buf.as_ref().map_or(0, MrBuffer::len)
+    }
+    fn access(&self) -> Access {
+        lock(&self.inner.st).access
+    }
+    fn is_valid(&self) -> bool {
+        lock(&self.inner.st).valid
+    }
+    fn take_buffer(&self) -> Result<MrBuffer, VerbsError> {
+        let mut st = lock(&self.inner.st);
+        if st.valid {
+            return Err(VerbsError::RegionBusy("region still valid"));
+        }
+        let key = st.key;
+        let b = st.buf.take().ok_or(VerbsError::RegionBusy("no buffer"))?;
+        drop(st);
+        lock(&self.fabric.mrs).remove(&key);
+        Ok(b)
+    }
+    fn deregister(self) -> Option<MrBuffer> {
+        let mut st = lock(&self.inner.st);
+        st.valid = false;
+        let key = st.key;
+        let b = st.buf.take();
+        drop(st);
+        lock(&self.fabric.mrs).remove(&key);
+        b
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        let st = lock(&self.inner.st);
+        let key = st.key;
+        drop(st);
+        let mut mrs = lock(&self.fabric.mrs);
+        if mrs.get(&key).is_some_and(|m| Arc::ptr_eq(m, &self.inner)) {
+            mrs.remove(&key);
+        }
+    }
+}
+
+/// A completion queue.
+#[derive(Clone, Default)]
+pub struct Cq {
+    inner: Arc<CqInner>,
+}
+
+#[derive(Default)]
+struct CqInner {
+    q: Mutex<VecDeque<WorkCompletion>>,
+    notify: Notify,
+}
+
+impl Cq {
+    fn push(&self, wc: WorkCompletion) {
+        lock(&self.inner.q).push_back(wc);
+        self.inner.notify.notify_one();
+    }
+}
+
+impl rdma_verbs::CompletionQueue for Cq {
+    fn poll(&self, out: &mut Vec<WorkCompletion>, max: usize) -> usize {
+        let mut q = lock(&self.inner.q);
+        let n = q.len().min(max);
+        out.extend(q.drain(..n));
+        n
+    }
+    fn poll_one(&self) -> Option<WorkCompletion> {
+        lock(&self.inner.q).pop_front()
+    }
+    fn wait(&self) -> impl std::future::Future<Output = ()> + Send {
+        async move {
+            let n = self.inner.notify.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if !lock(&self.inner.q).is_empty() {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+struct QpSt {
+    state: QpState,
+    recvs: VecDeque<RecvWr>,
+    peer: Option<Weak<QpInner>>,
+    local: Option<SocketAddr>,
+    remote: Option<SocketAddr>,
+}
+
+struct QpInner {
+    num: u32,
+    pd: u32,
+    fabric: Arc<FabricInner>,
+    send_cq: Cq,
+    recv_cq: Cq,
+    max_recv: usize,
+    st: Mutex<QpSt>,
+    events: watch::Sender<Option<CmEvent>>,
+    /// Serialises the send queue, so work requests execute in post order.
+    sq: Mutex<()>,
+}
+
+/// A queue pair.
+#[derive(Clone)]
+pub struct Qp {
+    inner: Arc<QpInner>,
+}
+
+fn wc(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> WorkCompletion {
+    WorkCompletion {
+        wr_id,
+        status,
+        opcode,
+        byte_len: 0,
+        invalidated_rkey: None,
+        solicited: false,
+        qp_num,
+    }
+}
+
+fn opcode_of(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send { .. } | SendOp::SendWithInvalidate { .. } => WcOpcode::Send,
+        SendOp::RdmaWrite { .. } => WcOpcode::RdmaWrite,
+        SendOp::RdmaRead { .. } => WcOpcode::RdmaRead,
+        SendOp::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
+    }
+}
+
+impl QpInner {
+    fn state(&self) -> QpState {
+        lock(&self.st).state
+    }
+
+    fn peer(&self) -> Option<Arc<QpInner>> {
+        lock(&self.st).peer.as_ref()?.upgrade()
+    }
+
+    /// Moves to the error state, flushes receives, and fails the peer too.
+    fn fail(&self, why: &str, remote: bool) {
+        let (recvs, peer) = {
+            let mut st = lock(&self.st);
+            if matches!(st.state, QpState::Error | QpState::Disconnected) {
+                return;
+            }
+            st.state = QpState::Error;
+            (std::mem::take(&mut st.recvs), st.peer.take())
+        };
+        for r in recvs {
+            self.recv_cq.push(wc(
+                r.wr_id,
+                WcStatus::WrFlushError,
+                WcOpcode::Recv,
+                self.num,
+            ));
+        }
+        let _ = self.events.send(Some(CmEvent::ConnectionError(ConnError {
+            remote,
+            code: None,
+            description: why.to_string(),
+        })));
+        if let Some(p) = peer.and_then(|p| p.upgrade()) {
+            p.fail(why, true);
+        }
+    }
+
+    fn close(&self) {
+        let (recvs, peer) = {
+            let mut st = lock(&self.st);
+            if matches!(st.state, QpState::Error | QpState::Disconnected) {
+                return;
+            }
+            st.state = QpState::Disconnected;
+            (std::mem::take(&mut st.recvs), st.peer.take())
+        };
+        for r in recvs {
+            self.recv_cq.push(wc(
+                r.wr_id,
+                WcStatus::WrFlushError,
+                WcOpcode::Recv,
+                self.num,
+            ));
+        }
+        let _ = self.events.send(Some(CmEvent::Disconnected));
+        if let Some(p) = peer.and_then(|p| p.upgrade()) {
+            p.close();
+        }
+    }
+
+    /// Looks a key up for an access by a QP of protection domain `pd`.
+    fn region(&self, key: u32, need: Access) -> Result<Arc<MrInner>, WcStatus> {
+        let mr = self
+            .fabric
+            .lookup(key)
+            .ok_or(WcStatus::LocalProtectionError)?;
+        let st = lock(&mr.st);
+        if !st.valid || st.key != key || mr.pd != self.pd || !st.access.contains(need) {
+            return Err(WcStatus::LocalProtectionError);
+        }
+        drop(st);
+        Ok(mr)
+    }
+
+    /// Reads `len` bytes at `off` of region `key` (checked for `need`).
+    fn read_region(
+        &self,
+        key: u32,
+        off: u64,
+        len: u32,
+        need: Access,
+        out: &mut Vec<u8>,
+    ) -> Result<(), WcStatus> {
+        let mr = self.region(key, need)?;
+        let st = lock(&mr.st);
+        let b = st
+            .buf
+            .as_ref()
+            .ok_or(WcStatus::LocalProtectionError)?
+            .as_slice();
+        let s = usize::try_from(off).map_err(|_| WcStatus::LocalProtectionError)?;
+        let e = s
+            .checked_add(len as usize)
+            .ok_or(WcStatus::LocalProtectionError)?;
+        out.extend_from_slice(b.get(s..e).ok_or(WcStatus::LocalProtectionError)?);
+        Ok(())
+    }
+
+    fn write_region(&self, key: u32, off: u64, data: &[u8], need: Access) -> Result<(), WcStatus> {
+        let mr = self.region(key, need)?;
+        let mut st = lock(&mr.st);
+        let b = st
+            .buf
+            .as_mut()
+            .and_then(MrBuffer::as_mut_slice)
+            .ok_or(WcStatus::LocalProtectionError)?;
+        let s = usize::try_from(off).map_err(|_| WcStatus::LocalProtectionError)?;
+        let e = s
+            .checked_add(data.len())
+            .ok_or(WcStatus::LocalProtectionError)?;
+        b.get_mut(s..e)
+            .ok_or(WcStatus::LocalProtectionError)?
+            .copy_from_slice(data);
+        Ok(())
+    }
+
+    fn gather(&self, sgl: &[Sge]) -> Result<Vec<u8>, WcStatus> {
+        let mut v = Vec::with_capacity(sgl.iter().map(|s| s.length as usize).sum());
+        for s in sgl {
+            self.read_region(s.lkey, s.offset, s.length, Access::NONE, &mut v)?;
+        }
+        Ok(v)
+    }
+
+    fn scatter(&self, sgl: &[Sge], mut data: &[u8]) -> Result<(), WcStatus> {
+        for s in sgl {
+            if data.is_empty() {
+                break;
+            }
+            let n = data.len().min(s.length as usize);
+            self.write_region(s.lkey, s.offset, &data[..n], Access::LOCAL_WRITE)?;
+            data = &data[n..];
+        }
+        if data.is_empty() {
+            Ok(())
+        } else {
+            Err(WcStatus::LocalLengthError)
+        }
+    }
+
+    fn invalidate(&self, key: u32) -> Result<(), WcStatus> {
+        let mr = self
+            .fabric
+            .lookup(key)
+            .ok_or(WcStatus::LocalProtectionError)?;
+        let mut st = lock(&mr.st);
+        if mr.pd != self.pd || st.key != key {
+            return Err(WcStatus::LocalProtectionError);
+        }
+        st.valid = false;
+        Ok(())
+    }
+
+    /// Executes one send-queue work request.
+    fn execute(&self, wr: &SendWr) -> Result<(), (WcStatus, bool)> {
+        // (status, fatal to the connection)
+        match &wr.op {
+            SendOp::LocalInvalidate { rkey } => self.invalidate(*rkey).map_err(|s| (s, true)),
+            SendOp::Send { .. } | SendOp::SendWithInvalidate { .. } => {
+                let data = self.gather(&wr.sgl).map_err(|s| (s, true))?;
+                let peer = self.peer().ok_or((WcStatus::WrFlushError, true))?;
+                let inv = match wr.op {
+                    SendOp::SendWithInvalidate {
+                        invalidate_rkey, ..
+                    } => Some(invalidate_rkey),
+                    _ => None,
+                };
+                let recv = lock(&peer.st).recvs.pop_front();
+                let Some(recv) = recv else {
+                    return Err((WcStatus::RemoteOperationError, true));
+                };
+                if let Some(k) = inv {
+                    peer.invalidate(k)
+                        .map_err(|_| (WcStatus::RemoteInvalidRequest, true))?;
+                }
+                if let Err(s) = peer.scatter(&recv.sgl, &data) {
+                    peer.recv_cq
+                        .push(wc(recv.wr_id, s, WcOpcode::Recv, peer.num));
+                    return Err((WcStatus::RemoteOperationError, true));
+                }
+                peer.recv_cq.push(WorkCompletion {
+                    byte_len: data.len() as u32,
+                    invalidated_rkey: inv,
+                    ..wc(recv.wr_id, WcStatus::Success, WcOpcode::Recv, peer.num)
+                });
+                Ok(())
+            }
+            SendOp::RdmaWrite { remote } => {
+                let data = self.gather(&wr.sgl).map_err(|s| (s, true))?;
+                let peer = self.peer().ok_or((WcStatus::WrFlushError, true))?;
+                peer.write_region(remote.rkey, remote.offset, &data, Access::REMOTE_WRITE)
+                    .map_err(|_| (WcStatus::RemoteAccessError, true))
+            }
+            SendOp::RdmaRead { remote } => {
+                let peer = self.peer().ok_or((WcStatus::WrFlushError, true))?;
+                let len = wr.sgl_len();
+                let len = u32::try_from(len).map_err(|_| (WcStatus::LocalLengthError, true))?;
+                let mut data = Vec::with_capacity(len as usize);
+                peer.read_region(
+                    remote.rkey,
+                    remote.offset,
+                    len,
+                    Access::REMOTE_READ,
+                    &mut data,
+                )
+                .map_err(|_| (WcStatus::RemoteAccessError, true))?;
+                self.scatter(&wr.sgl, &data).map_err(|s| (s, true))
+            }
+        }
+    }
+}
+
+impl rdma_verbs::QueuePair for Qp {
+    type Mr = Mr;
+
+    fn qp_num(&self) -> u32 {
+        self.inner.num
+    }
+    fn state(&self) -> QpState {
+        self.inner.state()
+    }
+    fn post_send(&self, wr: SendWr) -> Result<(), VerbsError> {
+        let q = &self.inner;
+        let _sq = lock(&q.sq);
+        match q.state() {
+            QpState::Connected => {}
+            QpState::Error | QpState::Disconnected => {
+                q.send_cq.push(wc(
+                    wr.wr_id,
+                    WcStatus::WrFlushError,
+                    opcode_of(&wr.op),
+                    q.num,
+                ));
+                return Ok(());
+            }
+            _ => return Err(VerbsError::InvalidState("not connected")),
+        }
+        match q.execute(&wr) {
+            Ok(()) => {
+                if wr.signaled {
+                    let mut c = wc(wr.wr_id, WcStatus::Success, opcode_of(&wr.op), q.num);
+                    if let SendOp::RdmaRead { .. } = wr.op {
+                        c.byte_len = wr.sgl_len() as u32;
+                    }
+                    q.send_cq.push(c);
+                }
+            }
+            Err((status, fatal)) => {
+                q.send_cq
+                    .push(wc(wr.wr_id, status, opcode_of(&wr.op), q.num));
+                if fatal {
+                    q.fail(&format!("work request failed: {status:?}"), false);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn post_fast_reg(&self, mr: &Mr, wr: FastRegWr) -> Result<u32, RegisterError> {
+        let FastRegWr {
+            wr_id,
+            buffer,
+            access,
+            signaled,
+        } = wr;
+        if let Err(error) = check_access(&buffer, access) {
+            return Err(RegisterError { error, buffer });
+        }
+        if mr.inner.pd != self.inner.pd {
+            return Err(RegisterError {
+                error: VerbsError::InvalidArgument("region of another protection domain"),
+                buffer,
+            });
+        }
+        if buffer.len() > mr.inner.max_len {
+            return Err(RegisterError {
+                error: VerbsError::InvalidArgument("buffer longer than the region"),
+                buffer,
+            });
+        }
+        let mut st = lock(&mr.inner.st);
+        if st.buf.is_some() {
+            drop(st);
+            return Err(RegisterError {
+                error: VerbsError::RegionBusy("region holds a buffer"),
+                buffer,
+            });
+        }
+        let key = self.inner.fabric.fresh_key();
+        st.key = key;
+        st.valid = true;
+        st.access = access;
+        st.buf = Some(buffer);
+        drop(st);
+        lock(&self.inner.fabric.mrs).insert(key, mr.inner.clone());
+        if signaled {
+            self.inner.send_cq.push(wc(
+                wr_id,
+                WcStatus::Success,
+                WcOpcode::FastReg,
+                self.inner.num,
+            ));
+        }
+        Ok(key)
+    }
+    fn post_recv(&self, wr: RecvWr) -> Result<(), VerbsError> {
+        let mut st = lock(&self.inner.st);
+        match st.state {
+            QpState::Error | QpState::Disconnected => {
+                drop(st);
+                self.inner.recv_cq.push(wc(
+                    wr.wr_id,
+                    WcStatus::WrFlushError,
+                    WcOpcode::Recv,
+                    self.inner.num,
+                ));
+                Ok(())
+            }
+            _ if st.recvs.len() >= self.inner.max_recv => {
+                Err(VerbsError::QueueFull("receive queue"))
+            }
+            _ => {
+                st.recvs.push_back(wr);
+                Ok(())
+            }
+        }
+    }
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        lock(&self.inner.st).remote
+    }
+    fn local_addr(&self) -> Option<SocketAddr> {
+        lock(&self.inner.st).local
+    }
+    fn disconnect(&self) {
+        self.inner.close();
+    }
+    fn next_event(&self) -> impl std::future::Future<Output = CmEvent> + Send {
+        let mut rx = self.inner.events.subscribe();
+        async move {
+            loop {
+                if let Some(e) = rx.borrow_and_update().clone() {
+                    return e;
+                }
+                if rx.changed().await.is_err() {
+                    return CmEvent::Disconnected;
+                }
+            }
+        }
+    }
+}
+
+struct ConnRequest {
+    peer: SocketAddr,
+    private_data: Bytes,
+    ord: u16,
+    ird: u16,
+    qp: Arc<QpInner>,
+    reply: oneshot::Sender<Result<(Bytes, u16, u16), VerbsError>>,
+}
+
+/// A listener.
+pub struct Listener {
+    addr: SocketAddr,
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<ConnRequest>>,
+    fabric: Arc<FabricInner>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        lock(&self.fabric.listeners).remove(&self.addr);
+    }
+}
+
+/// A connection request.
+pub struct Request {
+    req: ConnRequest,
+    local: SocketAddr,
+}
+
+impl rdma_verbs::Listener for Listener {
+    type Qp = Qp;
+    type Request = Request;
+    fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    fn next_request(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Request, VerbsError>> + Send {
+        async move {
+            let req = self
+                .rx
+                .lock()
+                .await
+                .recv()
+                .await
+                .ok_or(VerbsError::NotConnected)?;
+            Ok(Request {
+                req,
+                local: self.addr,
+            })
+        }
+    }
+}
+
+impl rdma_verbs::ConnectRequest for Request {
+    type Qp = Qp;
+    fn peer_addr(&self) -> SocketAddr {
+        self.req.peer
+    }
+    fn private_data(&self) -> &[u8] {
+        &self.req.private_data
+    }
+    fn initiator_depth(&self) -> u16 {
+        self.req.ord
+    }
+    fn responder_resources(&self) -> u16 {
+        self.req.ird
+    }
+    fn accept(
+        self,
+        qp: &Qp,
+        param: ConnParam,
+    ) -> impl std::future::Future<Output = Result<ConnInfo, VerbsError>> + Send {
+        let qp = qp.clone();
+        async move {
+            let Request { req, local } = self;
+            let ours = &qp.inner;
+            let theirs = req.qp.clone();
+            // Our ORD is limited by their IRD and vice versa.
+            let ord = param.initiator_depth.min(req.ird);
+            let ird = param.responder_resources.min(req.ord);
+            {
+                let mut a = lock(&ours.st);
+                let mut b = lock(&theirs.st);
+                a.state = QpState::Connected;
+                a.peer = Some(Arc::downgrade(&theirs));
+                a.local = Some(local);
+                a.remote = Some(req.peer);
+                b.state = QpState::Connected;
+                b.peer = Some(Arc::downgrade(ours));
+                b.local = Some(req.peer);
+                b.remote = Some(local);
+            }
+            req.reply
+                .send(Ok((param.private_data.clone(), ird, ord)))
+                .map_err(|_| VerbsError::NotConnected)?;
+            Ok(ConnInfo {
+                local_addr: local,
+                peer_addr: req.peer,
+                private_data: req.private_data,
+                initiator_depth: ord,
+                responder_resources: ird,
+            })
+        }
+    }
+    fn reject(
+        self,
+        private_data: &[u8],
+    ) -> impl std::future::Future<Output = Result<(), VerbsError>> + Send {
+        let pd = Bytes::copy_from_slice(private_data);
+        async move {
+            let _ = self
+                .req
+                .reply
+                .send(Err(VerbsError::Rejected { private_data: pd }));
+            Ok(())
+        }
+    }
+}
+
+impl rdma_verbs::Device for Fabric {
+    type Pd = Pd;
+    type Mr = Mr;
+    type Cq = Cq;
+    type Qp = Qp;
+    type Listener = Listener;
+
+    fn name(&self) -> &str {
+        "memfabric"
+    }
+    fn max_private_data(&self) -> usize {
+        rdma_verbs::MAX_PRIVATE_DATA_IWARP
+    }
+    fn alloc_pd(&self) -> Result<Pd, VerbsError> {
+        Ok(Pd {
+            id: self.inner.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            fabric: self.inner.clone(),
+        })
+    }
+    fn create_cq(&self, _capacity: usize) -> Result<Cq, VerbsError> {
+        Ok(Cq::default())
+    }
+    fn create_qp(&self, pd: &Pd, init: QpInit<Cq>) -> Result<Qp, VerbsError> {
+        let inner = Arc::new(QpInner {
+            num: self.inner.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            pd: pd.id,
+            fabric: self.inner.clone(),
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            max_recv: init.max_recv_wr as usize,
+            st: Mutex::new(QpSt {
+                state: QpState::Init,
+                recvs: VecDeque::new(),
+                peer: None,
+                local: None,
+                remote: None,
+            }),
+            events: watch::channel(None).0,
+            sq: Mutex::new(()),
+        });
+        let mut qps = lock(&self.inner.qps);
+        qps.retain(|w| w.strong_count() > 0);
+        qps.push(Arc::downgrade(&inner));
+        Ok(Qp { inner })
+    }
+    fn connect(
+        &self,
+        qp: &Qp,
+        addr: SocketAddr,
+        param: ConnParam,
+    ) -> impl std::future::Future<Output = Result<ConnInfo, VerbsError>> + Send {
+        let qp = qp.clone();
+        let fabric = self.inner.clone();
+        async move {
+            let tx = lock(&fabric.listeners)
+                .get(&addr)
+                .cloned()
+                .ok_or(VerbsError::Io("connection refused".into()))?;
+            let port = 40000 + fabric.next_port.fetch_add(1, Ordering::Relaxed) % 20000;
+            let me = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+            let (rtx, rrx) = oneshot::channel();
+            lock(&qp.inner.st).state = QpState::Connecting;
+            tx.send(ConnRequest {
+                peer: me,
+                private_data: param.private_data.clone(),
+                ord: param.initiator_depth,
+                ird: param.responder_resources,
+                qp: qp.inner.clone(),
+                reply: rtx,
+            })
+            .map_err(|_| VerbsError::Io("connection refused".into()))?;
+            match rrx.await {
+                Ok(Ok((pd, ord, ird))) => Ok(ConnInfo {
+                    local_addr: me,
+                    peer_addr: addr,
+                    private_data: pd,
+                    initiator_depth: ord,
+                    responder_resources: ird,
+                }),
+                Ok(Err(e)) => {
+                    lock(&qp.inner.st).state = QpState::Error;
+                    Err(e)
+                }
+                Err(_) => {
+                    lock(&qp.inner.st).state = QpState::Error;
+                    Err(VerbsError::Io("connection refused".into()))
+                }
+            }
+        }
+    }
+    fn listen(
+        &self,
+        addr: SocketAddr,
+    ) -> impl std::future::Future<Output = Result<Listener, VerbsError>> + Send {
+        let fabric = self.inner.clone();
+        async move {
+            let mut addr = addr;
+            if addr.port() == 0 {
+                addr.set_port(10000 + fabric.next_port.fetch_add(1, Ordering::Relaxed) % 20000);
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            let mut l = lock(&fabric.listeners);
+            if l.contains_key(&addr) {
+                return Err(VerbsError::Io("address in use".into()));
+            }
+            l.insert(addr, tx);
+            drop(l);
+            Ok(Listener {
+                addr,
+                rx: tokio::sync::Mutex::new(rx),
+                fabric,
+            })
+        }
+    }
+}

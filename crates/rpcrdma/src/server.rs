@@ -1,0 +1,676 @@
+//! The Responder: [`RdmaServer`] serves an [`oncrpc::Dispatcher`] over
+//! RPC-over-RDMA.
+//!
+//! Per connection: RFC 8797 private data is exchanged on accept (a peer
+//! sending none is assumed to use 1024-byte thresholds); `credits + 4`
+//! receives of the advertised size stay posted, so the grant (the configured
+//! credits, never 0) is always backed; a requester exceeding it has its
+//! connection closed.
+//!
+//! Per call: [`check_call`] decides (deliver, ERR_VERS, ERR_CHUNK,
+//! GARBAGE_ARGS, discard); Read chunks (Position-Zero first, then the
+//! argument chunks) are pulled with RDMA Read, at most ORD in flight; the
+//! call is dispatched with DDP-eligible arguments as `Ddp` pieces that are
+//! the RDMA Read sink buffers themselves; [`plan_reply`] decides Write chunk
+//! placement and Short or Long Reply; RDMA Writes then one Send (with
+//! Invalidate when RFC 8797 §6 allows it) complete the call.
+//!
+//! A connection that fails or misbehaves is torn down alone.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use oncrpc::{AcceptStat, DispatchOutcome, Dispatcher, Payload, Piece, ReplyHeader};
+use rdma_verbs::{
+    Access, ConnParam, ConnectRequest, Device, Listener, MemoryRegion, MrBuffer, ProtectionDomain,
+    QueuePair, RemoteAddr, SendOp, SendWr, Sge, VerbsError,
+};
+use rpcrdma_proto::counters::Counters;
+use rpcrdma_proto::credits::ResponderCredits;
+use rpcrdma_proto::marshal::CallKind;
+use rpcrdma_proto::private_data::{Negotiated, PrivateData};
+use rpcrdma_proto::reassemble::{CallPiece, ReadChunkInfo};
+use rpcrdma_proto::reply::plan_reply;
+use rpcrdma_proto::stream::{Item, Span};
+use rpcrdma_proto::validate::{check_call, Action, CallVerdict, ReceivedCall};
+use rpcrdma_proto::wire::{
+    BodyRepr, ChunkListsRepr, HeaderRepr, ReadList, Segment, RPCRDMA_VERSION,
+};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::config::RdmaConfig;
+use crate::endpoint::{lock, wc_error, Endpoint, RECV_MARGIN};
+use crate::error::TransportError;
+use crate::ulb::Bindings;
+
+/// Responder statistics (relaxed atomics).
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Protocol counters (calls by kind, replies, chunks, errors).
+    pub counters: Counters,
+    /// Largest number of calls in process on one connection ever observed
+    /// (credits in use). Never exceeds the grant unless a requester
+    /// overran it, which closes its connection and counts in
+    /// [`credit_overruns`](Self::credit_overruns).
+    pub max_outstanding: AtomicU64,
+    /// Requesters that exceeded the grant (their connections were closed).
+    pub credit_overruns: AtomicU64,
+    /// Connections accepted.
+    pub connections_accepted: AtomicU64,
+    /// Connections ended (any reason).
+    pub connections_closed: AtomicU64,
+    /// Connection requests that failed during accept.
+    pub accept_errors: AtomicU64,
+    /// Replies sent with Send with Invalidate.
+    pub send_with_invalidate: AtomicU64,
+    /// Calls handed to the dispatcher.
+    pub dispatched: AtomicU64,
+    /// RDMA Read work requests posted.
+    pub rdma_reads: AtomicU64,
+    /// RDMA Write work requests posted.
+    pub rdma_writes: AtomicU64,
+}
+
+struct SrvShared<D: Device> {
+    dev: D,
+    config: RdmaConfig,
+    bindings: Bindings,
+    dispatcher: Dispatcher,
+    stats: Arc<ServerStats>,
+    shutdown: watch::Sender<bool>,
+    conns: Mutex<HashMap<u64, Arc<SConn<D>>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    next_conn: AtomicU64,
+}
+
+struct SConn<D: Device> {
+    ep: Endpoint<D>,
+    neg: Negotiated,
+    ord: Arc<Semaphore>,
+    credits: Mutex<ResponderCredits>,
+    in_process: AtomicU32,
+    posted: u32,
+    srv: Arc<SrvShared<D>>,
+    peer: SocketAddr,
+}
+
+/// An RPC-over-RDMA server (the Responder). Cheap to clone.
+pub struct RdmaServer<D: Device> {
+    shared: Arc<SrvShared<D>>,
+    local_addr: SocketAddr,
+    accept: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl<D: Device> Clone for RdmaServer<D> {
+    fn clone(&self) -> Self {
+        RdmaServer {
+            shared: self.shared.clone(),
+            local_addr: self.local_addr,
+            accept: self.accept.clone(),
+        }
+    }
+}
+
+impl<D: Device> std::fmt::Debug for RdmaServer<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaServer")
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Device> RdmaServer<D> {
+    /// Listens on `addr` and serves `dispatcher` on every connection, in
+    /// tasks of the current tokio runtime.
+    pub async fn bind(
+        dev: D,
+        addr: SocketAddr,
+        dispatcher: Dispatcher,
+        config: RdmaConfig,
+        bindings: Bindings,
+    ) -> Result<Self, TransportError> {
+        let listener = dev.listen(addr).await?;
+        let local_addr = listener.local_addr();
+        let shared = Arc::new(SrvShared {
+            dev,
+            config,
+            bindings,
+            dispatcher,
+            stats: Arc::new(ServerStats::default()),
+            shutdown: watch::channel(false).0,
+            conns: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Vec::new()),
+            next_conn: AtomicU64::new(1),
+        });
+        let sh = shared.clone();
+        let accept = tokio::spawn(async move { sh.accept_loop(listener).await });
+        tracing::info!(%local_addr, "rpcrdma server listening");
+        Ok(RdmaServer {
+            shared,
+            local_addr,
+            accept: Arc::new(Mutex::new(Some(accept))),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Statistics and counters.
+    pub fn stats(&self) -> Arc<ServerStats> {
+        self.shared.stats.clone()
+    }
+
+    /// Connections currently open.
+    pub fn connections(&self) -> usize {
+        lock(&self.shared.conns).len()
+    }
+
+    /// Clean shutdown: stop accepting, let in-flight calls finish (up to
+    /// [`RdmaConfig::shutdown_grace`]), then close every connection and wait
+    /// for the connection tasks to end.
+    pub async fn shutdown(&self) {
+        let _ = self.shared.shutdown.send(true);
+        let accept = lock(&self.accept).take();
+        if let Some(a) = accept {
+            let _ = a.await;
+        }
+        let tasks: Vec<JoinHandle<()>> = lock(&self.shared.tasks).drain(..).collect();
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Closes every open connection abruptly (fault injection for tests:
+    /// requesters see the connection fail and reconnect).
+    pub fn drop_connections(&self) {
+        let conns: Vec<Arc<SConn<D>>> = lock(&self.shared.conns).values().cloned().collect();
+        for c in conns {
+            c.ep.qp.disconnect();
+        }
+    }
+}
+
+async fn wait_flag(mut rx: watch::Receiver<bool>) {
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl<D: Device> SrvShared<D> {
+    async fn accept_loop(self: Arc<Self>, listener: D::Listener) {
+        let stop = wait_flag(self.shutdown.subscribe());
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                r = listener.next_request() => match r {
+                    Ok(req) => {
+                        let sh = self.clone();
+                        let h = tokio::spawn(async move { sh.serve(req).await });
+                        let mut t = lock(&self.tasks);
+                        t.retain(|h| !h.is_finished());
+                        t.push(h);
+                    }
+                    Err(e) => {
+                        self.stats.accept_errors.fetch_add(1, Relaxed);
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        }
+        drop(listener);
+    }
+
+    async fn serve(self: Arc<Self>, req: <D::Listener as Listener>::Request) {
+        let peer = req.peer_addr();
+        let conn = match self.accept(req).await {
+            Ok(c) => c,
+            Err(e) => {
+                self.stats.accept_errors.fetch_add(1, Relaxed);
+                tracing::warn!(%peer, error = %e, "connection setup failed");
+                return;
+            }
+        };
+        let id = self.next_conn.fetch_add(1, Relaxed);
+        lock(&self.conns).insert(id, conn.clone());
+        self.stats.connections_accepted.fetch_add(1, Relaxed);
+        tracing::debug!(%peer, neg = ?conn.neg, "rpcrdma connection accepted");
+        let c2 = conn.clone();
+        let stop = {
+            let c = conn.clone();
+            let rx = self.shutdown.subscribe();
+            async move {
+                wait_flag(rx).await;
+                // Let in-flight calls finish, within the grace period.
+                let deadline = Instant::now() + c.srv.config.shutdown_grace;
+                while c.in_process.load(Relaxed) > 0 && Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+            }
+        };
+        conn.ep.run(move |wc| c2.on_recv(wc), stop).await;
+        conn.ep.qp.disconnect();
+        conn.ep.fail_all();
+        lock(&self.conns).remove(&id);
+        self.stats.connections_closed.fetch_add(1, Relaxed);
+        tracing::debug!(%peer, "rpcrdma connection closed");
+    }
+
+    async fn accept(
+        self: &Arc<Self>,
+        req: <D::Listener as Listener>::Request,
+    ) -> Result<Arc<SConn<D>>, TransportError> {
+        let cfg = &self.config;
+        // RFC 8797 §8.2: no (valid) private data means 1024/1024.
+        let theirs = PrivateData::from_received(req.private_data());
+        let posted = cfg.credits.max(1) + RECV_MARGIN;
+        let ep = Endpoint::new(&self.dev, cfg, posted)?;
+        let encoded = cfg.private_data().encode();
+        let param = ConnParam::new(Bytes::copy_from_slice(&encoded), cfg.ord, cfg.ird);
+        let peer = req.peer_addr();
+        let info = tokio::time::timeout(cfg.connect_timeout, req.accept(&ep.qp, param))
+            .await
+            .map_err(|_| VerbsError::Timeout("accept"))??;
+        let ours = PrivateData::find(&encoded).unwrap_or_default();
+        let neg = Negotiated::server(&ours, &theirs);
+        let grant = cfg.credits.max(1);
+        Ok(Arc::new(SConn {
+            ep,
+            neg,
+            ord: Arc::new(Semaphore::new(info.initiator_depth.max(1) as usize)),
+            credits: Mutex::new(ResponderCredits::new(grant, grant)),
+            in_process: AtomicU32::new(0),
+            posted: grant,
+            srv: self.clone(),
+            peer,
+        }))
+    }
+}
+
+/// A Read chunk being pulled.
+struct PendingRead<M> {
+    mr: M,
+    done: Vec<tokio::sync::oneshot::Receiver<rdma_verbs::WorkCompletion>>,
+}
+
+impl<D: Device> SConn<D> {
+    fn grant(&self) -> u32 {
+        lock(&self.credits).grant()
+    }
+
+    /// A receive completed: admit the call under the credit rule and hand
+    /// it to its own task.
+    fn on_recv(self: &Arc<Self>, wc: rdma_verbs::WorkCompletion) {
+        let Some(msg) = self.ep.take_recv(&wc) else {
+            return;
+        };
+        if !self.ep.is_dead() {
+            if let Err(e) = self.ep.post_recv() {
+                tracing::warn!(error = %e, "re-posting a receive failed");
+            }
+        }
+        let admitted = {
+            let mut c = lock(&self.credits);
+            let r = c.on_call();
+            c.set_posted(self.posted);
+            r
+        };
+        let stats = &self.srv.stats;
+        if admitted.is_err() {
+            // RFC 8166 §3.3.1: a Requester MUST NOT exceed the grant.
+            stats.credit_overruns.fetch_add(1, Relaxed);
+            stats.counters.add_action(Action::Close);
+            tracing::warn!(peer = %self.peer, "requester exceeded its credit grant; closing");
+            self.ep.qp.disconnect();
+            return;
+        }
+        let n = self.in_process.fetch_add(1, Relaxed) + 1;
+        stats.max_outstanding.fetch_max(n as u64, Relaxed);
+        let me = self.clone();
+        tokio::spawn(async move {
+            me.handle(msg).await;
+            me.in_process.fetch_sub(1, Relaxed);
+            let mut c = lock(&me.credits);
+            c.on_reply_sent();
+            c.set_posted(me.posted);
+        });
+    }
+
+    async fn handle(self: &Arc<Self>, msg: Bytes) {
+        let grant = self.grant();
+        let cfg = &self.srv.config;
+        let verdict = check_call(&msg, &cfg.decode_limits(), &self.srv.bindings, grant);
+        let counters = &self.srv.stats.counters;
+        counters.add_action(verdict.action());
+        match verdict {
+            CallVerdict::Deliver(call) => {
+                if let Err(e) = self.process(&msg, *call, grant).await {
+                    tracing::debug!(peer = %self.peer, error = %e, "call abandoned");
+                }
+            }
+            v => self.answer_verdict(v, grant),
+        }
+    }
+
+    /// Answers a non-deliver verdict.
+    fn answer_verdict(&self, v: CallVerdict<'_>, grant: u32) {
+        match v {
+            CallVerdict::ReplyError(h) => self.send_plain(&h, &[]),
+            CallVerdict::GarbageArgs { xid } => {
+                let rpc = oncrpc::reply_message(
+                    &ReplyHeader::accepted(xid, AcceptStat::GarbageArgs),
+                    Payload::new(),
+                )
+                .flatten();
+                let h = HeaderRepr {
+                    xid,
+                    vers: RPCRDMA_VERSION,
+                    credit: grant,
+                    body: BodyRepr::Msg(ChunkListsRepr::default()),
+                };
+                self.send_plain(&h, &rpc);
+            }
+            CallVerdict::Discard(reason) => {
+                tracing::debug!(peer = %self.peer, ?reason, "call discarded");
+            }
+            CallVerdict::Deliver(_) => {}
+        }
+    }
+
+    /// Sends a header plus inline bytes (error replies).
+    fn send_plain(&self, h: &HeaderRepr, body: &[u8]) {
+        let hl = h.buffer_len();
+        let mut b = BytesMut::zeroed(hl);
+        if h.emit(&mut b).is_err() {
+            return;
+        }
+        b.extend_from_slice(body);
+        let len = b.len() as u32;
+        match self.ep.register_source(b.freeze()) {
+            Ok(mr) => {
+                let sge = Sge::new(mr.lkey(), 0, len);
+                let _ = self.ep.post(SendWr::send(0, vec![sge]), vec![mr], None);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot register a reply"),
+        }
+    }
+
+    /// Posts the RDMA Reads of one chunk into a fresh sink.
+    async fn start_read(
+        &self,
+        list: &ReadList<'_>,
+        chunk: &ReadChunkInfo,
+    ) -> Result<PendingRead<D::Mr>, TransportError> {
+        let len = chunk.len as usize;
+        let mr = self
+            .ep
+            .pd
+            .register(
+                MrBuffer::Mutable(BytesMut::zeroed(len)),
+                Access::LOCAL_WRITE,
+            )
+            .map_err(|e| e.error)?;
+        let segs: Vec<Segment> = chunk
+            .segments
+            .clone()
+            .filter_map(|i| list.get(i).map(|r| r.segment))
+            .collect();
+        let mut done = Vec::with_capacity(segs.len());
+        let mut off = 0u64;
+        for s in segs {
+            if s.length == 0 {
+                continue;
+            }
+            let permit = self
+                .ord
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| TransportError::ConnectionLost)?;
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let wr = SendWr::read(
+                0,
+                vec![Sge::new(mr.lkey(), off, s.length)],
+                RemoteAddr {
+                    rkey: s.handle,
+                    offset: s.offset,
+                },
+            );
+            self.ep.post(
+                wr,
+                Vec::new(),
+                Some(Box::new(move |wc| {
+                    drop(permit);
+                    let _ = tx.send(wc);
+                })),
+            )?;
+            self.srv.stats.rdma_reads.fetch_add(1, Relaxed);
+            done.push(rx);
+            off += s.length as u64;
+        }
+        Ok(PendingRead { mr, done })
+    }
+
+    async fn finish_read(p: PendingRead<D::Mr>) -> Result<Bytes, TransportError> {
+        for rx in p.done {
+            let wc = rx.await.map_err(|_| TransportError::ConnectionLost)?;
+            if !wc.is_success() {
+                return Err(wc_error(&wc).into());
+            }
+        }
+        Ok(p.mr
+            .deregister()
+            .map(MrBuffer::into_bytes)
+            .unwrap_or_default())
+    }
+
+    async fn process(
+        self: &Arc<Self>,
+        msg: &Bytes,
+        mut call: ReceivedCall<'_>,
+        grant: u32,
+    ) -> Result<(), TransportError> {
+        let srv = &self.srv;
+        let stats = &srv.stats;
+        let xid = call.header.xid;
+        let Some(chunks) = call.header.chunks().copied() else {
+            return Ok(());
+        };
+        let list = chunks.read_list;
+        stats.counters.add_received_chunks(&call.header);
+        let kind = if call.reassembly.position_zero.is_some() {
+            CallKind::Long
+        } else if !call.reassembly.chunks.is_empty() {
+            CallKind::Chunked
+        } else {
+            CallKind::Short
+        };
+        stats.counters.add_call(kind);
+        let max = srv.config.max_region_len as u64;
+        let err_chunk = HeaderRepr::error(
+            xid,
+            RPCRDMA_VERSION,
+            grant,
+            rpcrdma_proto::wire::ErrorBody::Chunk,
+        );
+        let mut read_bytes = 0u64;
+        // The reduced stream: inline, or the Position-Zero chunk's data.
+        let reduced = match call.reassembly.position_zero.clone() {
+            Some(pz) => {
+                if pz.len > max {
+                    stats.counters.add_action(Action::ReplyErrChunk);
+                    self.send_plain(&err_chunk, &[]);
+                    return Ok(());
+                }
+                let p = self.start_read(&list, &pz).await?;
+                let b = Self::finish_read(p).await?;
+                read_bytes += b.len() as u64;
+                if let Err(v) = call.check_payload(&b, &srv.bindings, grant) {
+                    stats.counters.add_action(v.action());
+                    self.answer_verdict(v, grant);
+                    return Ok(());
+                }
+                b
+            }
+            None => msg.slice(call.header.header_len.min(msg.len())..),
+        };
+        // Data chunks (sizes already checked against the binding).
+        if call.reassembly.chunks.iter().any(|c| c.len > max) {
+            stats.counters.add_action(Action::ReplyErrChunk);
+            self.send_plain(&err_chunk, &[]);
+            return Ok(());
+        }
+        let mut pending = Vec::with_capacity(call.reassembly.chunks.len());
+        for c in &call.reassembly.chunks {
+            pending.push(self.start_read(&list, c).await?);
+        }
+        let mut data = Vec::with_capacity(pending.len());
+        for p in pending {
+            let b = Self::finish_read(p).await?;
+            read_bytes += b.len() as u64;
+            data.push(b);
+        }
+        // The call, with DDP-eligible arguments where they were placed.
+        let mut args = Payload::new();
+        for piece in &call.reassembly.pieces {
+            match *piece {
+                CallPiece::Inline { offset, len } => {
+                    let s = (offset as usize).min(reduced.len());
+                    let e = (offset.saturating_add(len) as usize).min(reduced.len());
+                    args.push_xdr(reduced.slice(s..e));
+                }
+                CallPiece::Chunk { chunk, len } => {
+                    let d = data.get(chunk).cloned().unwrap_or_default();
+                    let l = (len as usize).min(d.len());
+                    args.push_ddp(d.slice(..l));
+                }
+            }
+        }
+        stats.dispatched.fetch_add(1, Relaxed);
+        let reply = match srv.dispatcher.dispatch(args).await {
+            DispatchOutcome::Reply(r) => r,
+            DispatchOutcome::Drop(reason) => {
+                tracing::debug!(xid, ?reason, "dispatcher dropped the call");
+                return Ok(());
+            }
+        };
+        let pieces: Vec<Bytes> = reply.pieces().iter().map(|p| p.bytes().clone()).collect();
+        let items: Vec<Item> = reply
+            .pieces()
+            .iter()
+            .map(|p| match p {
+                Piece::Xdr(b) => Item::Xdr(b.len() as u32),
+                Piece::Ddp(b) => Item::Ddp(b.len() as u32),
+            })
+            .collect();
+        let plan = match plan_reply(
+            xid,
+            grant,
+            &items,
+            &call.offered,
+            self.neg.thresholds.reply_inline,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(xid, error = %e, "reply cannot be conveyed: ERR_CHUNK");
+                stats.counters.add_action(Action::ReplyErrChunk);
+                self.send_plain(&e.error_header(xid, grant), &[]);
+                return Ok(());
+            }
+        };
+        // RDMA Writes into the Write chunks and the Reply chunk.
+        let mut sources: HashMap<usize, D::Mr> = HashMap::new();
+        let mut extra: Vec<D::Mr> = Vec::new();
+        let mut written = 0u64;
+        for w in &plan.writes {
+            let sge = match w.source {
+                Span::Item { item, offset, len } => {
+                    let lkey = match sources.get(&item) {
+                        Some(m) => m.lkey(),
+                        None => {
+                            let m = self
+                                .ep
+                                .register_source(pieces.get(item).cloned().unwrap_or_default())?;
+                            let k = m.lkey();
+                            sources.insert(item, m);
+                            k
+                        }
+                    };
+                    Sge::new(lkey, offset as u64, len)
+                }
+                Span::Zeros(n) => {
+                    let m = self
+                        .ep
+                        .register_source(Bytes::from(vec![0u8; n as usize]))?;
+                    let k = m.lkey();
+                    extra.push(m);
+                    Sge::new(k, 0, n)
+                }
+            };
+            written += sge.length as u64;
+            let wr = SendWr::write(
+                0,
+                vec![sge],
+                RemoteAddr {
+                    rkey: w.handle,
+                    offset: w.remote_offset,
+                },
+            );
+            self.ep.post(wr, Vec::new(), None)?;
+            stats.rdma_writes.fetch_add(1, Relaxed);
+        }
+        // The Send, after the Writes in the same send queue.
+        let hl = plan.header.buffer_len();
+        let mut b = BytesMut::zeroed(hl);
+        plan.header
+            .emit(&mut b)
+            .map_err(|e| TransportError::Plan(e.to_string()))?;
+        for s in &plan.inline {
+            match *s {
+                Span::Item { item, offset, len } => {
+                    let p = &pieces[item];
+                    b.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
+                }
+                Span::Zeros(n) => b.resize(b.len() + n as usize, 0),
+            }
+        }
+        let len = b.len() as u32;
+        let smr = self.ep.register_source(b.freeze())?;
+        let sge = Sge::new(smr.lkey(), 0, len);
+        let mut stags: Vec<u32> = list.segments().map(|s| s.segment.handle).collect();
+        for c in chunks.write_list.chunks() {
+            stags.extend(c.segments().map(|s| s.handle));
+        }
+        if let Some(rc) = chunks.reply_chunk {
+            stags.extend(rc.segments().map(|s| s.handle));
+        }
+        let mut wr = SendWr::send(0, vec![sge]);
+        if let Some(rkey) = self.neg.send_with_invalidate(&stags) {
+            wr.op = SendOp::SendWithInvalidate {
+                invalidate_rkey: rkey,
+                solicited: false,
+            };
+            stats.send_with_invalidate.fetch_add(1, Relaxed);
+        }
+        let mut mrs: Vec<D::Mr> = sources.into_values().collect();
+        mrs.extend(extra);
+        mrs.push(smr);
+        self.ep.post(wr, mrs, None)?;
+        stats.counters.add_reply(plan.kind);
+        stats.counters.add_chunk_bytes(read_bytes + written);
+        Ok(())
+    }
+}

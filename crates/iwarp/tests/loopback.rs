@@ -608,3 +608,55 @@ async fn corrupted_crc_terminates() {
         Some(TerminateCause::MpaCrcError)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_ping_pong_reposting_receives() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    const DEPTH: usize = 4;
+    let prep = |e: &End| {
+        let rbuf = reg_mut(&e.pd, 64 * DEPTH, Access::LOCAL_WRITE);
+        for i in 0..DEPTH {
+            e.qp.post_recv(RecvWr::new(
+                i as u64,
+                vec![Sge::new(rbuf.lkey(), (i * 64) as u64, 64)],
+            ))
+            .unwrap();
+        }
+        let sbuf = reg_bytes(&e.pd, pattern(64, 1), Access::NONE);
+        (rbuf, sbuf)
+    };
+    let (arb, asb) = prep(&a);
+    let (brb, bsb) = prep(&b);
+    connect(&a, &b, 1).await;
+    for i in 0..500 {
+        a.qp.post_send(SendWr::send(1000 + i, vec![Sge::new(asb.lkey(), 0, 64)]).signaled(false))
+            .unwrap();
+        let wc = next(&b.cq).await;
+        assert_eq!(
+            wc.status,
+            WcStatus::Success,
+            "{i} server {wc:?} {:?}",
+            b.qp.next_event().await
+        );
+        b.qp.post_recv(RecvWr::new(
+            wc.wr_id,
+            vec![Sge::new(brb.lkey(), wc.wr_id * 64, 64)],
+        ))
+        .unwrap();
+        b.qp.post_send(SendWr::send(0, vec![Sge::new(bsb.lkey(), 0, 64)]).signaled(false))
+            .unwrap();
+        let wc = next(&a.cq).await;
+        assert_eq!(
+            wc.status,
+            WcStatus::Success,
+            "{i} client {wc:?} {:?}",
+            a.qp.next_event().await
+        );
+        a.qp.post_recv(RecvWr::new(
+            wc.wr_id,
+            vec![Sge::new(arb.lkey(), wc.wr_id * 64, 64)],
+        ))
+        .unwrap();
+    }
+}

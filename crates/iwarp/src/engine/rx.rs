@@ -247,7 +247,7 @@ impl Rx {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
-        } else if self.start > STAGE_CAP / 2 {
+        } else if self.start > STAGE_CAP / 2 || self.end == STAGE_CAP {
             self.stage.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;

@@ -1,0 +1,318 @@
+//! Throughput and latency of the software iWARP provider against a plain
+//! TCP socket on loopback, measured in the same run.
+//!
+//! `cargo bench -p iwarp --bench perf` (optional env: `PERF_MIB` = MiB moved
+//! per throughput test, default 512; `PERF_PINGS` = ping-pong round trips,
+//! default 20000).
+//!
+//! * RDMA Write of 1 MiB messages (4 outstanding; the run ends with a 1-byte
+//!   RDMA Read, which by RFC 5040 ordering completes only after every
+//!   earlier Write was placed) vs a TCP stream of 1 MiB writes.
+//! * RDMA Read of 1 MiB (ORD 4 outstanding) vs the same TCP stream.
+//! * Both with MPA CRC on and off.
+//! * 64-byte Send ping-pong vs a 64-byte TCP ping-pong.
+
+use bytes::{Bytes, BytesMut};
+use iwarp::{Config, Device, MpaConfig};
+use rdma_verbs::{
+    Access, CompletionQueue, ConnParam, ConnectRequest, Device as _, Listener as _, MemoryRegion,
+    ProtectionDomain, QpInit, QueuePair, RecvWr, RemoteAddr, SendWr, Sge, WcStatus,
+};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const MIB: usize = 1 << 20;
+
+struct End {
+    pd: iwarp::Pd,
+    cq: iwarp::Cq,
+    qp: iwarp::Qp,
+}
+
+async fn pair(crc: bool, ord: u16) -> (End, End) {
+    let cfg = Config {
+        mpa: MpaConfig {
+            crc,
+            ..MpaConfig::default()
+        },
+        ..Config::default()
+    };
+    let mk = |dev: &Device| {
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(1 << 16).unwrap();
+        let mut init = QpInit::with_cq(cq.clone());
+        init.max_send_wr = 1024;
+        init.max_recv_wr = 1024;
+        let qp = dev.create_qp(&pd, init).unwrap();
+        End { pd, cq, qp }
+    };
+    let da = Device::new(cfg.clone());
+    let db = Device::new(cfg);
+    let a = mk(&da);
+    let b = mk(&db);
+    let l = db.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = l.local_addr();
+    let bqp = b.qp.clone();
+    let srv = tokio::spawn(async move {
+        let r = l.next_request().await.unwrap();
+        r.accept(&bqp, ConnParam::new(Bytes::new(), ord, ord))
+            .await
+            .unwrap();
+    });
+    da.connect(&a.qp, addr, ConnParam::new(Bytes::new(), ord, ord))
+        .await
+        .unwrap();
+    srv.await.unwrap();
+    (a, b)
+}
+
+async fn wait_ok(cq: &iwarp::Cq) {
+    let wc = cq.next().await;
+    assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+}
+
+fn gbps(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / 1e9
+}
+
+async fn tcp_stream(total_mib: usize) -> Duration {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let srv = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut buf = vec![0u8; MIB];
+        let mut got = 0;
+        while got < total_mib * MIB {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            got += n;
+        }
+        s.write_all(&[1]).await.unwrap();
+    });
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.set_nodelay(true).unwrap();
+    let data = vec![7u8; MIB];
+    let t = Instant::now();
+    for _ in 0..total_mib {
+        c.write_all(&data).await.unwrap();
+    }
+    let mut ack = [0u8; 1];
+    c.read_exact(&mut ack).await.unwrap();
+    let d = t.elapsed();
+    srv.await.unwrap();
+    d
+}
+
+async fn rdma_write(crc: bool, total_mib: usize) -> Duration {
+    let (a, b) = pair(crc, 4).await;
+    let target =
+        b.pd.register(
+            BytesMut::zeroed(MIB).into(),
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
+        .unwrap();
+    let src =
+        a.pd.register(Bytes::from(vec![5u8; MIB]).into(), Access::NONE)
+            .unwrap();
+    let sink =
+        a.pd.register(BytesMut::zeroed(1).into(), Access::LOCAL_WRITE)
+            .unwrap();
+    let remote = RemoteAddr {
+        rkey: target.rkey(),
+        offset: 0,
+    };
+    let t = Instant::now();
+    let mut posted = 0;
+    let mut done = 0;
+    while done < total_mib {
+        while posted < total_mib && posted - done < 4 {
+            a.qp.post_send(SendWr::write(
+                posted as u64,
+                vec![Sge::new(src.lkey(), 0, MIB as u32)],
+                remote,
+            ))
+            .unwrap();
+            posted += 1;
+        }
+        wait_ok(&a.cq).await;
+        done += 1;
+    }
+    a.qp.post_send(SendWr::read(
+        u64::MAX,
+        vec![Sge::new(sink.lkey(), 0, 1)],
+        remote,
+    ))
+    .unwrap();
+    wait_ok(&a.cq).await;
+    let d = t.elapsed();
+    drop(b);
+    d
+}
+
+async fn rdma_read(crc: bool, total_mib: usize) -> Duration {
+    let (a, b) = pair(crc, 4).await;
+    let src =
+        b.pd.register(Bytes::from(vec![9u8; MIB]).into(), Access::REMOTE_READ)
+            .unwrap();
+    let sink =
+        a.pd.register(BytesMut::zeroed(MIB).into(), Access::LOCAL_WRITE)
+            .unwrap();
+    let remote = RemoteAddr {
+        rkey: src.rkey(),
+        offset: 0,
+    };
+    let t = Instant::now();
+    let mut posted = 0;
+    let mut done = 0;
+    while done < total_mib {
+        while posted < total_mib && posted - done < 4 {
+            a.qp.post_send(SendWr::read(
+                posted as u64,
+                vec![Sge::new(sink.lkey(), 0, MIB as u32)],
+                remote,
+            ))
+            .unwrap();
+            posted += 1;
+        }
+        wait_ok(&a.cq).await;
+        done += 1;
+    }
+    let d = t.elapsed();
+    drop(b);
+    d
+}
+
+async fn tcp_pingpong(n: usize) -> Duration {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let srv = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut buf = [0u8; 64];
+        for _ in 0..n {
+            s.read_exact(&mut buf).await.unwrap();
+            s.write_all(&buf).await.unwrap();
+        }
+    });
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.set_nodelay(true).unwrap();
+    let mut buf = [3u8; 64];
+    let t = Instant::now();
+    for _ in 0..n {
+        c.write_all(&buf).await.unwrap();
+        c.read_exact(&mut buf).await.unwrap();
+    }
+    let d = t.elapsed();
+    srv.await.unwrap();
+    d
+}
+
+async fn send_pingpong(n: usize) -> Duration {
+    let (a, b) = pair(true, 1).await;
+    const DEPTH: usize = 16;
+    let prep = |e: &End| {
+        let rbuf =
+            e.pd.register(BytesMut::zeroed(64 * DEPTH).into(), Access::LOCAL_WRITE)
+                .unwrap();
+        for i in 0..DEPTH {
+            e.qp.post_recv(RecvWr::new(
+                i as u64,
+                vec![Sge::new(rbuf.lkey(), (i * 64) as u64, 64)],
+            ))
+            .unwrap();
+        }
+        let sbuf =
+            e.pd.register(Bytes::from(vec![1u8; 64]).into(), Access::NONE)
+                .unwrap();
+        (rbuf, sbuf)
+    };
+    let (arb, asb) = prep(&a);
+    let (brb, bsb) = prep(&b);
+    let server = tokio::spawn(async move {
+        for _ in 0..n {
+            // Wait for the receive, repost it, answer.
+            let wc = b.cq.next().await;
+            if wc.status != WcStatus::Success {
+                panic!("server {wc:?}: {:?}", b.qp.next_event().await);
+            }
+            let slot = wc.wr_id;
+            b.qp.post_recv(RecvWr::new(slot, vec![Sge::new(brb.lkey(), slot * 64, 64)]))
+                .unwrap();
+            b.qp.post_send(SendWr::send(0, vec![Sge::new(bsb.lkey(), 0, 64)]).signaled(false))
+                .unwrap();
+        }
+        // Keep the regions registered until the last Send is on the wire.
+        (b, brb, bsb)
+    });
+    let t = Instant::now();
+    for _ in 0..n {
+        a.qp.post_send(SendWr::send(0, vec![Sge::new(asb.lkey(), 0, 64)]).signaled(false))
+            .unwrap();
+        let wc = a.cq.next().await;
+        if wc.status != WcStatus::Success {
+            panic!("{wc:?}: {:?}", a.qp.next_event().await);
+        }
+        let slot = wc.wr_id;
+        a.qp.post_recv(RecvWr::new(slot, vec![Sge::new(arb.lkey(), slot * 64, 64)]))
+            .unwrap();
+    }
+    let d = t.elapsed();
+    let _b = server.await.unwrap();
+    d
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; other arguments are ignored.
+    let total = env("PERF_MIB", 512);
+    let pings = env("PERF_PINGS", 20_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        println!("iwarp perf: {total} MiB per throughput test, {pings} ping-pongs, loopback, 2 worker threads");
+        // Warm up.
+        let _ = tcp_stream(16).await;
+        let _ = rdma_write(true, 16).await;
+        let tcp = tcp_stream(total).await;
+        let bytes = total * MIB;
+        println!("TCP stream of 1 MiB writes        {:7.2} GB/s", gbps(bytes, tcp));
+        for crc in [true, false] {
+            let w = rdma_write(crc, total).await;
+            let r = rdma_read(crc, total).await;
+            let tcp = tcp_stream(total).await;
+            println!(
+                "RDMA Write 1 MiB (CRC {:3})        {:7.2} GB/s  = {:.2}x TCP ({:.2} GB/s same round)",
+                if crc { "on" } else { "off" },
+                gbps(bytes, w),
+                tcp.as_secs_f64() / w.as_secs_f64(),
+                gbps(bytes, tcp)
+            );
+            println!(
+                "RDMA Read  1 MiB (CRC {:3})        {:7.2} GB/s  = {:.2}x TCP",
+                if crc { "on" } else { "off" },
+                gbps(bytes, r),
+                tcp.as_secs_f64() / r.as_secs_f64()
+            );
+        }
+        let tp = tcp_pingpong(pings).await;
+        let sp = send_pingpong(pings).await;
+        let us = |d: Duration| d.as_secs_f64() * 1e6 / pings as f64;
+        println!("TCP 64 B ping-pong                {:7.2} us/round trip", us(tp));
+        println!(
+            "iWARP 64 B Send ping-pong (CRC on) {:6.2} us/round trip = {:.2}x TCP",
+            us(sp),
+            sp.as_secs_f64() / tp.as_secs_f64()
+        );
+    });
+}

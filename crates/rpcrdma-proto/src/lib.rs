@@ -21,6 +21,49 @@
 //! Planning inputs are abstract [`stream::Item`] lists (XDR runs and
 //! DDP-eligible opaque contents); outputs refer back to them with
 //! [`stream::Span`]s, so a transport maps its own buffers onto them.
+//!
+//! # A PUT, end to end
+//!
+//! ```
+//! use rpcrdma_proto::binding::rdmatest::{procs, RdmatestBinding, PROGRAM, VERSION};
+//! use rpcrdma_proto::marshal::{plan_call, CallKind, ChunkLimits, ReplyShape, Thresholds};
+//! use rpcrdma_proto::reply::{plan_reply, ReplyKind};
+//! use rpcrdma_proto::stream::{gather, Item};
+//! use rpcrdma_proto::validate::{check_call, CallVerdict};
+//! use rpcrdma_proto::wire::DecodeLimits;
+//!
+//! // Requester: RPC header (AUTH_NONE) + length word, then 8000 bytes of data.
+//! let xid = 42u32;
+//! let mut head = Vec::new();
+//! for w in [xid, 0, 2, PROGRAM, VERSION, procs::PUT, 0, 0, 0, 0, 8000] {
+//!     head.extend_from_slice(&w.to_be_bytes());
+//! }
+//! let data = vec![7u8; 8000];
+//! let items = [Item::Xdr(head.len() as u32), Item::Ddp(8000)];
+//! let reply = ReplyShape { write_chunks: vec![], max_reduced_len: 32 };
+//! let mut plan = plan_call(xid, 32, &items, &reply, &Thresholds::default(),
+//!                          &ChunkLimits::default()).unwrap();
+//! assert_eq!(plan.kind, CallKind::Chunked);
+//! plan.set_region(0, 0x1234, 0x10_0000); // after registering `data`
+//! let mut send = plan.header.to_vec();
+//! send.extend_from_slice(&gather(plan.inline(), &[&head, &data]));
+//!
+//! // Responder: validate, then pull the Read chunk and rebuild the call.
+//! let CallVerdict::Deliver(call) =
+//!     check_call(&send, &DecodeLimits::default(), &RdmatestBinding, 16)
+//! else { panic!() };
+//! let chunk = &call.reassembly.chunks[0];
+//! assert_eq!((chunk.position, chunk.len), (44, 8000));
+//! let args = call.reassembly.to_contiguous(call.header.payload().unwrap(), &[&data]).unwrap();
+//! assert_eq!(args.len(), 44 + 8000);
+//!
+//! // Responder: a short reply (RPC reply header + PUT result).
+//! let results = vec![0u8; 32];
+//! let r = plan_reply(xid, 16, &[Item::Xdr(32)], &call.offered, 1024).unwrap();
+//! assert_eq!(r.kind, ReplyKind::Short);
+//! assert!(r.writes.is_empty());
+//! let _send = [r.header.to_vec(), gather(&r.inline, &[&results])].concat();
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

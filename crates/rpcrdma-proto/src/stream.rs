@@ -154,3 +154,130 @@ pub(crate) fn split_spans(spans: &[Span], lens: &[u32]) -> Vec<Vec<Span>> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc4506_s3_roundup() {
+        assert_eq!(
+            (0..9).map(roundup4).collect::<Vec<_>>(),
+            vec![0, 4, 4, 4, 4, 8, 8, 8, 8]
+        );
+        assert_eq!((0..5).map(pad4).collect::<Vec<_>>(), vec![0, 3, 2, 1, 0]);
+        assert_eq!(Item::Ddp(5).unreduced_len(), 8);
+        assert_eq!(Item::Xdr(5).unreduced_len(), 5);
+    }
+
+    #[test]
+    fn push_span_merges_contiguous() {
+        let mut v = Vec::new();
+        push_span(
+            &mut v,
+            Span::Item {
+                item: 0,
+                offset: 0,
+                len: 4,
+            },
+        );
+        push_span(
+            &mut v,
+            Span::Item {
+                item: 0,
+                offset: 4,
+                len: 4,
+            },
+        );
+        push_span(&mut v, Span::Zeros(0));
+        push_span(&mut v, Span::Zeros(2));
+        push_span(&mut v, Span::Zeros(1));
+        push_span(
+            &mut v,
+            Span::Item {
+                item: 1,
+                offset: 0,
+                len: 4,
+            },
+        );
+        push_span(
+            &mut v,
+            Span::Item {
+                item: 0,
+                offset: 8,
+                len: 4,
+            },
+        );
+        assert_eq!(
+            v,
+            vec![
+                Span::Item {
+                    item: 0,
+                    offset: 0,
+                    len: 8
+                },
+                Span::Zeros(3),
+                Span::Item {
+                    item: 1,
+                    offset: 0,
+                    len: 4
+                },
+                Span::Item {
+                    item: 0,
+                    offset: 8,
+                    len: 4
+                },
+            ]
+        );
+        assert_eq!(spans_len(&v), 19);
+    }
+
+    #[test]
+    fn split_spans_at_segment_boundaries() {
+        let spans = [
+            Span::Item {
+                item: 0,
+                offset: 0,
+                len: 10,
+            },
+            Span::Zeros(2),
+            Span::Item {
+                item: 1,
+                offset: 4,
+                len: 8,
+            },
+        ];
+        let parts = split_spans(&spans, &[4, 9, 7, 0]);
+        assert_eq!(
+            parts,
+            vec![
+                vec![Span::Item {
+                    item: 0,
+                    offset: 0,
+                    len: 4
+                }],
+                vec![
+                    Span::Item {
+                        item: 0,
+                        offset: 4,
+                        len: 6
+                    },
+                    Span::Zeros(2),
+                    Span::Item {
+                        item: 1,
+                        offset: 4,
+                        len: 1
+                    }
+                ],
+                vec![Span::Item {
+                    item: 1,
+                    offset: 5,
+                    len: 7
+                }],
+                vec![],
+            ]
+        );
+        let items: [&[u8]; 2] = [b"0123456789", b"abcdefghijkl"];
+        assert_eq!(gather(&spans, &items), b"0123456789\0\0efghijkl");
+    }
+}

@@ -137,7 +137,7 @@ impl Default for DecodeLimits {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn be32(b: &[u8], off: usize) -> u32 {
     u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
@@ -158,7 +158,7 @@ fn put64(b: &mut [u8], off: usize, v: u64) {
 }
 
 /// Reads a word if it is inside the buffer.
-#[inline]
+#[inline(always)]
 fn word(b: &[u8], off: usize) -> Option<u32> {
     let w = b.get(off..off.checked_add(4)?)?;
     Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))

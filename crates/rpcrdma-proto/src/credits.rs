@@ -91,6 +91,15 @@ pub struct ResponderCredits {
 #[error("requester exceeded its credit grant")]
 pub struct CreditOverrun;
 
+impl CreditOverrun {
+    /// What to do about it: close the connection (RFC 8166 §3.3.1: "the
+    /// RDMA layer may signal an error, possibly terminating the
+    /// connection").
+    pub fn action(&self) -> crate::validate::Action {
+        crate::validate::Action::Close
+    }
+}
+
 impl ResponderCredits {
     /// A Responder that grants at most `max` credits and keeps `posted`
     /// receives posted.
@@ -194,6 +203,7 @@ mod tests {
         }
         assert_eq!(r.grant(), 4);
         assert_eq!(r.on_call(), Err(CreditOverrun));
+        assert_eq!(CreditOverrun.action(), crate::validate::Action::Close);
         r.on_reply_sent();
         assert!(r.on_call().is_ok());
     }

@@ -429,6 +429,10 @@ fn push_read_chunk(
 ///
 /// Write chunks and a Reply chunk are provisioned from `reply` (§3.4.6,
 /// §4.3.3) whatever the call's kind.
+///
+/// Only items the binding declares DDP-eligible may be [`Item::Ddp`]
+/// (§6.1); with RPCSEC_GSS integrity or privacy, pass none at all (§8.2.2:
+/// the stream MUST NOT be reduced).
 pub fn plan_call(
     xid: u32,
     credit: u32,

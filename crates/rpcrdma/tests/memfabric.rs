@@ -21,3 +21,21 @@ async fn basic_calls_over_memfabric() {
     t.echo(Bytes::from(vec![7u8; 300_000])).await.unwrap();
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn message_kinds_inline_4096() {
+    let dev = Fabric::new();
+    common::message_kinds(dev.clone(), dev, 4096).await;
+}
+
+#[tokio::test]
+async fn message_kinds_inline_1024() {
+    let dev = Fabric::new();
+    common::message_kinds(dev.clone(), dev, 1024).await;
+}
+
+#[tokio::test]
+async fn remote_invalidation_on_and_off() {
+    let dev = Fabric::new();
+    common::remote_invalidation(dev.clone(), dev).await;
+}

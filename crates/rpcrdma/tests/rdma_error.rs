@@ -1,0 +1,185 @@
+//! RDMA_ERROR paths, checked with a raw verbs peer talking to the responder
+//! over the iWARP loopback, and the credit rule enforced by the responder.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use rdma_verbs::{
+    Access, CompletionQueue, ConnParam, Device as _, MemoryRegion, MrBuffer, ProtectionDomain,
+    QpInit, QueuePair, RecvWr, SendWr, Sge, WcOpcode,
+};
+use rpcrdma::RdmaConfig;
+use rpcrdma_proto::wire::{Body, DecodeLimits, ErrorBody, Header};
+
+struct Raw {
+    _dev: iwarp::Device,
+    pd: iwarp::Pd,
+    cq: iwarp::Cq,
+    qp: iwarp::Qp,
+    recvs: Vec<iwarp::Mr>,
+    info: rdma_verbs::ConnInfo,
+}
+
+impl Raw {
+    async fn connect(addr: std::net::SocketAddr, private: &[u8]) -> Raw {
+        let dev = iwarp::Device::default();
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(256).unwrap();
+        let qp = dev.create_qp(&pd, QpInit::with_cq(cq.clone())).unwrap();
+        let mut recvs = Vec::new();
+        for i in 0..8u64 {
+            let mr = pd
+                .register(
+                    MrBuffer::Mutable(BytesMut::zeroed(4096)),
+                    Access::LOCAL_WRITE,
+                )
+                .unwrap();
+            qp.post_recv(RecvWr::new(i, vec![Sge::new(mr.lkey(), 0, 4096)]))
+                .unwrap();
+            recvs.push(mr);
+        }
+        let info = dev
+            .connect(
+                &qp,
+                addr,
+                ConnParam::new(Bytes::copy_from_slice(private), 4, 4),
+            )
+            .await
+            .unwrap();
+        Raw {
+            _dev: dev,
+            pd,
+            cq,
+            qp,
+            recvs,
+            info,
+        }
+    }
+
+    /// Sends `msg` and returns the next received message.
+    async fn exchange(&mut self, msg: Vec<u8>) -> Vec<u8> {
+        let len = msg.len() as u32;
+        let mr = self
+            .pd
+            .register(MrBuffer::Frozen(Bytes::from(msg)), Access::NONE)
+            .unwrap();
+        self.qp
+            .post_send(SendWr::send(100, vec![Sge::new(mr.lkey(), 0, len)]))
+            .unwrap();
+        loop {
+            let wc = tokio::time::timeout(Duration::from_secs(10), self.cq.next())
+                .await
+                .expect("no reply");
+            assert!(wc.is_success(), "{wc:?}");
+            if wc.opcode == WcOpcode::Recv {
+                let mr = self.recvs.remove(0);
+                let mut b = mr.deregister().unwrap().try_into_bytes_mut().unwrap();
+                b.truncate(wc.byte_len as usize);
+                return b.to_vec();
+            }
+        }
+    }
+}
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+/// An RPC NULL call header (40 bytes) for RDMATEST.
+fn null_call(xid: u32) -> Vec<u32> {
+    vec![xid, 0, 2, common::PROG, common::VERS, 0, 0, 0, 0, 0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_version_gets_err_vers() {
+    let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
+    let pd = RdmaConfig::default().private_data().encode();
+    let mut raw = Raw::connect(srv.local_addr(), &pd).await;
+    let mut m = vec![0x1234, 2, 1, 0, 0, 0, 0];
+    m.extend(null_call(0x1234));
+    let reply = raw.exchange(words(&m)).await;
+    // RFC 8166 §4.5.1: rdma_vers echoes the request's; body lists 1..=1.
+    assert_eq!(&reply[..4], &0x1234u32.to_be_bytes());
+    assert_eq!(&reply[12..16], &4u32.to_be_bytes(), "RDMA_ERROR");
+    assert_eq!(&reply[16..20], &1u32.to_be_bytes(), "ERR_VERS");
+    assert_eq!(&reply[20..28], &words(&[1, 1])[..]);
+    assert_eq!(srv.stats().counters.snapshot().err_vers, 1);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_chunk_on_ineligible_procedure_gets_err_chunk_and_no_private_data_is_accepted() {
+    let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
+    // No private data: the responder assumes 1024-byte thresholds.
+    let mut raw = Raw::connect(srv.local_addr(), &[]).await;
+    assert!(
+        raw.info.private_data.len() >= 8,
+        "responder sends RFC 8797 data"
+    );
+    // A Read chunk at Position 40 on NULL, which has no DDP-eligible argument.
+    let mut m = vec![7, 1, 1, 0, 1, 40, 0xdead_beef, 8, 0, 0, 0, 0, 0];
+    m.extend(null_call(7));
+    let reply = raw.exchange(words(&m)).await;
+    let h = Header::parse(&reply, &DecodeLimits::default()).unwrap();
+    assert_eq!(h.xid, 7);
+    assert!(
+        matches!(h.body, Body::Error(ErrorBody::Chunk)),
+        "{:?}",
+        h.body
+    );
+    assert!(h.credit >= 1, "grant is never 0");
+    // A valid NULL afterwards works on the same connection.
+    let mut m = vec![8, 1, 1, 0, 0, 0, 0];
+    m.extend(null_call(8));
+    let reply = raw.exchange(words(&m)).await;
+    let h = Header::parse(&reply, &DecodeLimits::default()).unwrap();
+    assert!(matches!(h.body, Body::Msg { .. }));
+    assert_eq!(&h.payload().unwrap()[..4], &8u32.to_be_bytes());
+    assert_eq!(srv.stats().counters.snapshot().err_chunk, 1);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requester_exceeding_its_grant_is_disconnected_alone() {
+    let cfg = RdmaConfig {
+        credits: 2,
+        ..Default::default()
+    };
+    let srv = common::server(iwarp::Device::default(), cfg.clone()).await;
+    let good = common::client(
+        iwarp::Device::default(),
+        srv.local_addr(),
+        RdmaConfig::default(),
+    )
+    .await;
+    let pd = RdmaConfig::default().private_data().encode();
+    let raw = Raw::connect(srv.local_addr(), &pd).await;
+    // Three SLEEP calls at once against a grant of 2.
+    for xid in 1..=3u32 {
+        let mut m = vec![xid, 1, 1, 0, 0, 0, 0];
+        m.extend([xid, 0, 2, common::PROG, common::VERS, 5, 0, 0, 0, 0, 200]);
+        let b = words(&m);
+        let len = b.len() as u32;
+        let mr = raw
+            .pd
+            .register(MrBuffer::Frozen(Bytes::from(b)), Access::NONE)
+            .unwrap();
+        raw.qp
+            .post_send(SendWr::send(xid as u64, vec![Sge::new(mr.lkey(), 0, len)]))
+            .unwrap();
+        std::mem::forget(mr);
+    }
+    let ev = tokio::time::timeout(Duration::from_secs(10), raw.qp.next_event()).await;
+    assert!(ev.is_ok(), "the overrunning connection is closed");
+    let st = srv.stats();
+    assert_eq!(
+        st.credit_overruns
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // The other connection is unaffected.
+    common::typed(&good).get(10_000, 1).await.unwrap();
+    srv.shutdown().await;
+}

@@ -325,3 +325,6 @@ pub fn terminate_error(t: &TerminateRepr, remote: bool, what: &str) -> ConnError
         ),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -199,6 +199,10 @@ impl Rx {
         F: FnMut(&mut [u8]) -> io::Result<usize>,
     {
         let mut budget = RECV_BUDGET;
+        if self.sh.lock().error.is_some() {
+            // The QP failed elsewhere (e.g. a Read Response source check).
+            self.dead = true;
+        }
         loop {
             if self.dead {
                 return Ok(RxStatus::Dead);
@@ -599,15 +603,15 @@ impl Rx {
                 return;
             }
         }
+        if let Some((cause, wc)) = self.pending.take() {
+            self.fatal(cause, wc, "invalid segment");
+            return;
+        }
         self.crc = Crc32c::new();
         self.st = St::Header;
         self.hdr_have = 0;
         self.hdr_need = 3;
         self.fpdus += 1;
-        if let Some((cause, wc)) = self.pending.take() {
-            self.fatal(cause, wc, "invalid segment");
-            return;
-        }
         if self.fpdus == 1 {
             let mut g = self.sh.lock();
             if !g.tx_gate_open {

@@ -1,0 +1,820 @@
+//! Engine tests: two engines wired back to back in memory (deterministic),
+//! plus crafted FPDUs for every Terminate cause the receiver can raise.
+
+use super::rx::{Rx, RxStatus};
+use super::tx::Tx;
+use super::{Limits, QpShared, SqItem};
+use crate::cq::Cq;
+use crate::crc;
+use crate::mem::{Region, StagTable};
+use crate::wire::fpdu::pad_len;
+use crate::wire::rdmap::{RdmapRepr, ReadRequestRepr};
+use crate::wire::terminate::{TerminateCause, TerminateRepr};
+use bytes::{Bytes, BytesMut};
+use rdma_verbs::{
+    Access, CompletionQueue, MrBuffer, QpState, RecvWr, RemoteAddr, SendWr, Sge, WcOpcode,
+    WcStatus, WorkCompletion,
+};
+use std::io;
+use std::sync::Arc;
+
+struct Side {
+    sh: Arc<QpShared>,
+    rx: Rx,
+    tx: Tx,
+    table: Arc<StagTable>,
+    cq: Cq,
+    pd: u32,
+}
+
+fn side(crc: bool, mulpdu: usize, ord: u32, ird: u32, gate: bool) -> Side {
+    let table = Arc::new(StagTable::default());
+    let cq = Cq::new(1 << 16);
+    let limits = Limits {
+        max_send_wr: 1024,
+        max_recv_wr: 1024,
+        max_send_sge: 16,
+        max_recv_sge: 16,
+    };
+    let sh = Arc::new(QpShared::new(
+        1,
+        7,
+        table.clone(),
+        cq.clone(),
+        cq.clone(),
+        limits,
+    ));
+    sh.establish(ord, ird, gate, None, None);
+    Side {
+        rx: Rx::new(sh.clone(), crc),
+        tx: Tx::new(sh.clone(), crc, mulpdu, None),
+        sh,
+        table,
+        cq,
+        pd: 7,
+    }
+}
+
+fn pair(crc: bool, mulpdu: usize) -> (Side, Side) {
+    (side(crc, mulpdu, 4, 4, true), side(crc, mulpdu, 4, 4, true))
+}
+
+impl Side {
+    fn reg(&self, buf: MrBuffer, access: Access) -> (Arc<Region>, u32) {
+        let r = self.table.insert(self.pd, buf.len(), access, Some(buf));
+        let stag = r.stag_for(r.lock().key);
+        (r, stag)
+    }
+    fn reg_zeroed(&self, n: usize, access: Access) -> (Arc<Region>, u32) {
+        self.reg(MrBuffer::from(BytesMut::zeroed(n)), access)
+    }
+    fn post_send(&self, wr: SendWr) {
+        let mut g = self.sh.lock();
+        g.sq_outstanding += 1;
+        g.sq.push_back(SqItem::Wr(wr));
+    }
+    fn post_recv(&self, wr: RecvWr) {
+        self.sh.lock().rq.push_back(wr);
+    }
+    /// Everything the transmit half has to send now.
+    fn out(&mut self) -> Vec<u8> {
+        let mut v = Vec::new();
+        let mut bufs = Vec::new();
+        while self.tx.poll_transmit(&mut bufs, usize::MAX) > 0 {
+            for b in bufs.drain(..) {
+                v.extend_from_slice(&b);
+            }
+        }
+        v
+    }
+    /// Feeds bytes to the receive half in chunks of `chunk` bytes.
+    fn feed(&mut self, bytes: &[u8], chunk: usize) -> RxStatus {
+        let mut pos = 0;
+        loop {
+            let st = self
+                .rx
+                .recv(|buf| {
+                    if pos == bytes.len() {
+                        return Err(io::ErrorKind::WouldBlock.into());
+                    }
+                    let n = buf.len().min(chunk).min(bytes.len() - pos);
+                    buf[..n].copy_from_slice(&bytes[pos..pos + n]);
+                    pos += n;
+                    Ok(n)
+                })
+                .unwrap();
+            if st != RxStatus::Budget {
+                return st;
+            }
+        }
+    }
+    /// After a transmit-side error, the receive half stops too.
+    fn rx_dead_after_feed(&mut self) -> bool {
+        self.feed(&[], 1) == RxStatus::Dead
+    }
+    fn wcs(&self) -> Vec<WorkCompletion> {
+        let mut v = Vec::new();
+        self.cq.poll(&mut v, usize::MAX);
+        v
+    }
+    fn error_cause(&self) -> Option<TerminateCause> {
+        let c = self.sh.lock().error.as_ref()?.code?;
+        TerminateCause::from_codes(
+            (c >> 28) as u8,
+            ((c >> 24) & 0xF) as u8,
+            ((c >> 16) & 0xFF) as u8,
+        )
+    }
+}
+
+/// Moves bytes both ways until quiet (byte-at-a-time every other round to
+/// exercise arbitrary segmentation).
+fn pump(a: &mut Side, b: &mut Side) {
+    for round in 0..64 {
+        let chunk = if round % 2 == 0 { usize::MAX } else { 7 };
+        let ab = a.out();
+        let ba = b.out();
+        if ab.is_empty() && ba.is_empty() {
+            return;
+        }
+        if !ab.is_empty() {
+            b.feed(&ab, chunk);
+        }
+        if !ba.is_empty() {
+            a.feed(&ba, chunk);
+        }
+    }
+    panic!("engines did not settle");
+}
+
+/// One FPDU with the given header and payload (CRC on).
+fn fpdu(repr: RdmapRepr, payload: &[u8]) -> Vec<u8> {
+    let mut hdr = [0u8; 18];
+    let hl = repr.emit(&mut hdr).unwrap();
+    fpdu_raw(&hdr[..hl], payload)
+}
+
+fn fpdu_raw(hdr: &[u8], payload: &[u8]) -> Vec<u8> {
+    let ulpdu = hdr.len() + payload.len();
+    let mut v = (ulpdu as u16).to_be_bytes().to_vec();
+    v.extend_from_slice(hdr);
+    v.extend_from_slice(payload);
+    v.extend(std::iter::repeat_n(0u8, pad_len(ulpdu)));
+    let c = crc::crc32c(&v);
+    v.extend_from_slice(&crc::to_wire(c));
+    v
+}
+
+/// The Terminate in a transmitted byte stream (it is the last FPDU).
+fn terminate_in(bytes: &[u8]) -> TerminateRepr {
+    let mut pos = 0;
+    let mut last = None;
+    while pos + 2 <= bytes.len() {
+        let len = u16::from_be_bytes([bytes[pos], bytes[pos + 1]]) as usize;
+        let ulpdu = &bytes[pos + 2..pos + 2 + len];
+        let end = pos + 2 + len + pad_len(len);
+        assert_eq!(
+            crc::from_wire(bytes[end..end + 4].try_into().unwrap()),
+            crc::crc32c(&bytes[pos..end])
+        );
+        if let Ok(RdmapRepr::Terminate { msn, mo, last: l }) = RdmapRepr::parse_ulpdu(ulpdu) {
+            assert_eq!((msn, mo, l), (1, 0, true));
+            last = Some(TerminateRepr::parse(&ulpdu[18..]).unwrap());
+            assert_eq!(end + 4, bytes.len(), "Terminate must be the last message");
+        }
+        pos = end + 4;
+    }
+    last.expect("no Terminate sent")
+}
+
+/// Feeds `bytes` to `b`, expects it to die with `cause` and to send exactly
+/// that Terminate, which `a` then receives.
+fn expect_terminate(
+    a: &mut Side,
+    b: &mut Side,
+    bytes: &[u8],
+    cause: TerminateCause,
+) -> TerminateRepr {
+    let st = b.feed(bytes, usize::MAX);
+    // Read Request sources are checked when the response is generated.
+    let out = b.out();
+    assert!(st == RxStatus::Dead || b.rx_dead_after_feed(), "{st:?}");
+    assert_eq!(b.error_cause(), Some(cause));
+    assert_eq!(b.sh.state(), QpState::Error);
+    let t = terminate_in(&out);
+    assert_eq!(t.cause(), Some(cause));
+    assert!(b.tx.finished());
+    assert!(b.out().is_empty(), "nothing after a Terminate");
+    assert_eq!(a.feed(&out, usize::MAX), RxStatus::Dead);
+    assert_eq!(a.sh.state(), QpState::Error);
+    assert!(a.sh.lock().error.as_ref().unwrap().remote);
+    t
+}
+
+fn data(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn write_then_send_places_before_delivery_and_segments() {
+    for crc_on in [true, false] {
+        let (mut a, mut b) = pair(crc_on, 128);
+        let (tr, tstag) = b.reg_zeroed(1000, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        let (rr, rstag) = b.reg_zeroed(300, Access::LOCAL_WRITE);
+        b.post_recv(RecvWr::new(
+            9,
+            vec![Sge::new(rstag, 0, 100), Sge::new(rstag, 100, 200)],
+        ));
+        let payload = data(1000, 1);
+        let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
+        a.post_send(SendWr::write(
+            1,
+            vec![Sge::new(sstag, 0, 400), Sge::new(sstag, 400, 600)],
+            RemoteAddr {
+                rkey: tstag,
+                offset: 0,
+            },
+        ));
+        a.post_send(SendWr::send(2, vec![Sge::new(sstag, 10, 250)]));
+        pump(&mut a, &mut b);
+        let wcs = b.wcs();
+        assert_eq!(wcs.len(), 1);
+        assert_eq!(
+            (wcs[0].wr_id, wcs[0].status, wcs[0].byte_len),
+            (9, WcStatus::Success, 250)
+        );
+        assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
+        assert_eq!(
+            &rr.lock().buffer.as_ref().unwrap().as_slice()[..250],
+            &payload[10..260]
+        );
+        let ids: Vec<_> = a.wcs().iter().map(|w| (w.wr_id, w.status)).collect();
+        assert_eq!(ids, vec![(1, WcStatus::Success), (2, WcStatus::Success)]);
+        // 1000 bytes at MULPDU 128 (114 per tagged segment) = 9 FPDUs + Send 3.
+        assert_eq!(b.rx.fpdus(), 9 + 3);
+    }
+}
+
+#[test]
+fn reads_in_order_with_sgl_and_zero_length() {
+    let (mut a, mut b) = pair(true, 200);
+    let src_data = data(5000, 3);
+    let (_src, src) = b.reg(
+        MrBuffer::from(Bytes::from(src_data.clone())),
+        Access::REMOTE_READ,
+    );
+    let (sink, sstag) = a.reg_zeroed(5000, Access::LOCAL_WRITE);
+    a.post_send(SendWr::read(
+        1,
+        vec![Sge::new(sstag, 0, 1000), Sge::new(sstag, 1000, 1500)],
+        RemoteAddr {
+            rkey: src,
+            offset: 0,
+        },
+    ));
+    a.post_send(SendWr::read(
+        2,
+        vec![],
+        RemoteAddr {
+            rkey: src,
+            offset: 0,
+        },
+    ));
+    a.post_send(SendWr::read(
+        3,
+        vec![Sge::new(sstag, 2500, 2500)],
+        RemoteAddr {
+            rkey: src,
+            offset: 2500,
+        },
+    ));
+    pump(&mut a, &mut b);
+    let wcs = a.wcs();
+    let got: Vec<_> = wcs
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.opcode, w.byte_len))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, WcStatus::Success, WcOpcode::RdmaRead, 2500),
+            (2, WcStatus::Success, WcOpcode::RdmaRead, 0),
+            (3, WcStatus::Success, WcOpcode::RdmaRead, 2500)
+        ]
+    );
+    assert_eq!(
+        sink.lock().buffer.as_ref().unwrap().as_slice(),
+        &src_data[..]
+    );
+    assert!(b.wcs().is_empty(), "no completion at the data source");
+}
+
+#[test]
+fn ord_limits_outstanding_reads() {
+    let mut a = side(true, 1024, 1, 1, true);
+    let mut b = side(true, 1024, 1, 1, true);
+    let (_src, src) = b.reg(
+        MrBuffer::from(Bytes::from(data(64, 1))),
+        Access::REMOTE_READ,
+    );
+    let (_sink, sstag) = a.reg_zeroed(64, Access::LOCAL_WRITE);
+    for i in 0..3 {
+        a.post_send(SendWr::read(
+            i,
+            vec![Sge::new(sstag, 0, 64)],
+            RemoteAddr {
+                rkey: src,
+                offset: 0,
+            },
+        ));
+    }
+    let out = a.out();
+    // Only one Read Request (18 + 28 bytes ULPDU) may be outstanding.
+    assert_eq!(out.len(), 2 + 46 + 4);
+    assert_eq!(a.sh.lock().orq.len(), 1);
+    b.feed(&out, usize::MAX);
+    pump(&mut a, &mut b);
+    assert_eq!(a.wcs().len(), 3);
+}
+
+#[test]
+fn send_with_invalidate_invalidates_before_completion() {
+    let (mut a, mut b) = pair(true, 1024);
+    let (res, rkey) = b.reg_zeroed(16, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let (_r, rstag) = b.reg_zeroed(16, Access::LOCAL_WRITE);
+    b.post_recv(RecvWr::new(1, vec![Sge::new(rstag, 0, 16)]));
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(data(16, 0))), Access::NONE);
+    a.post_send(SendWr::send_with_invalidate(
+        5,
+        vec![Sge::new(sstag, 0, 4)],
+        rkey,
+    ));
+    pump(&mut a, &mut b);
+    let wc = b.wcs()[0];
+    assert_eq!(
+        (wc.status, wc.invalidated_rkey, wc.byte_len),
+        (WcStatus::Success, Some(rkey), 4)
+    );
+    assert!(!res.lock().valid);
+    // A Write through it now terminates.
+    a.post_send(SendWr::write(
+        6,
+        vec![Sge::new(sstag, 0, 4)],
+        RemoteAddr { rkey, offset: 0 },
+    ));
+    let bytes = a.out();
+    expect_terminate(&mut a, &mut b, &bytes, TerminateCause::DdpTaggedInvalidStag);
+}
+
+#[test]
+fn terminate_invalid_stag() {
+    let (mut a, mut b) = pair(true, 1024);
+    let f = fpdu(
+        RdmapRepr::RdmaWrite {
+            stag: 0x1234_5600,
+            to: 0,
+            last: true,
+        },
+        b"abcd",
+    );
+    let t = expect_terminate(&mut a, &mut b, &f, TerminateCause::DdpTaggedInvalidStag);
+    // M + D: the payload length and the offending tagged header.
+    assert_eq!(t.ddp_segment_length, Some(4));
+    assert_eq!(t.ddp_header.unwrap().as_bytes(), &f[2..16]);
+}
+
+#[test]
+fn terminate_bounds_access_pd_wrap() {
+    let cases: Vec<(Access, bool, u64, TerminateCause)> = vec![
+        (
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            false,
+            6,
+            TerminateCause::DdpTaggedBaseBounds,
+        ),
+        (
+            Access::REMOTE_READ,
+            false,
+            0,
+            TerminateCause::RdmapAccessRights,
+        ),
+        (
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            true,
+            0,
+            TerminateCause::DdpTaggedStagNotAssociated,
+        ),
+        (
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            false,
+            u64::MAX - 1,
+            TerminateCause::DdpTaggedToWrap,
+        ),
+    ];
+    for (access, other_pd, to, cause) in cases {
+        let (mut a, mut b) = pair(true, 1024);
+        let buf = if access.needs_mutable_buffer() {
+            MrBuffer::from(BytesMut::zeroed(8))
+        } else {
+            MrBuffer::from(Bytes::from(vec![0u8; 8]))
+        };
+        let pd = if other_pd { 99 } else { b.pd };
+        let r = b.table.insert(pd, 8, access, Some(buf));
+        let stag = r.stag_for(r.lock().key);
+        let f = fpdu(
+            RdmapRepr::RdmaWrite {
+                stag,
+                to,
+                last: true,
+            },
+            b"abcd",
+        );
+        expect_terminate(&mut a, &mut b, &f, cause);
+        let st = r.lock();
+        let untouched = st
+            .buffer
+            .as_ref()
+            .is_none_or(|b| b.as_slice().iter().all(|&x| x == 0));
+        assert!(untouched, "nothing placed for {cause:?}");
+    }
+}
+
+#[test]
+fn terminate_no_posted_receive_and_too_small() {
+    let (mut a, mut b) = pair(true, 1024);
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(data(32, 0))), Access::NONE);
+    a.post_send(SendWr::send(1, vec![Sge::new(sstag, 0, 32)]));
+    let bytes = a.out();
+    expect_terminate(&mut a, &mut b, &bytes, TerminateCause::DdpNoBuffer);
+
+    let (mut a, mut b) = pair(true, 1024);
+    let (_r, rstag) = b.reg_zeroed(16, Access::LOCAL_WRITE);
+    b.post_recv(RecvWr::new(4, vec![Sge::new(rstag, 0, 16)]));
+    b.post_recv(RecvWr::new(5, vec![Sge::new(rstag, 0, 16)]));
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(data(32, 0))), Access::NONE);
+    a.post_send(SendWr::send(1, vec![Sge::new(sstag, 0, 32)]));
+    let bytes = a.out();
+    expect_terminate(&mut a, &mut b, &bytes, TerminateCause::DdpMessageTooLong);
+    let st: Vec<_> = b.wcs().iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        st,
+        vec![(4, WcStatus::LocalLengthError), (5, WcStatus::WrFlushError)]
+    );
+}
+
+#[test]
+fn terminate_msn_and_mo_errors() {
+    let send = |msn, mo| RdmapRepr::Send {
+        solicited: false,
+        invalidate: None,
+        msn,
+        mo,
+        last: true,
+    };
+    let (mut a, mut b) = pair(true, 1024);
+    let (_r, rstag) = b.reg_zeroed(16, Access::LOCAL_WRITE);
+    b.post_recv(RecvWr::new(4, vec![Sge::new(rstag, 0, 16)]));
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu(send(2, 0), b"x"),
+        TerminateCause::DdpMsnRange,
+    );
+    let (mut a, mut b) = pair(true, 1024);
+    b.post_recv(RecvWr::new(4, vec![]));
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu(send(1, 4), b"x"),
+        TerminateCause::DdpInvalidMo,
+    );
+    // A middle segment with a wrong MO.
+    let (mut a, mut b) = pair(true, 1024);
+    let (_r, rstag) = b.reg_zeroed(16, Access::LOCAL_WRITE);
+    b.post_recv(RecvWr::new(4, vec![Sge::new(rstag, 0, 16)]));
+    let mut bytes = fpdu(
+        RdmapRepr::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 0,
+            last: false,
+        },
+        b"abcd",
+    );
+    bytes.extend(fpdu(send(1, 5), b"ef"));
+    expect_terminate(&mut a, &mut b, &bytes, TerminateCause::DdpInvalidMo);
+}
+
+#[test]
+fn terminate_version_opcode_qn() {
+    // DDP version 0 on a tagged and an untagged segment.
+    let (mut a, mut b) = pair(true, 1024);
+    let mut hdr = [0u8; 14];
+    RdmapRepr::RdmaWrite {
+        stag: 0,
+        to: 0,
+        last: true,
+    }
+    .emit(&mut hdr)
+    .unwrap();
+    hdr[0] &= !0x03;
+    let t = expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu_raw(&hdr, b""),
+        TerminateCause::DdpTaggedInvalidVersion,
+    );
+    assert_eq!(t.ddp_header, None, "no headers for an unknown layout");
+    let (mut a, mut b) = pair(true, 1024);
+    let mut hdr = [0u8; 18];
+    RdmapRepr::Send {
+        solicited: false,
+        invalidate: None,
+        msn: 1,
+        mo: 0,
+        last: true,
+    }
+    .emit(&mut hdr)
+    .unwrap();
+    hdr[0] &= !0x03;
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu_raw(&hdr, b""),
+        TerminateCause::DdpUntaggedInvalidVersion,
+    );
+    // RDMAP version 0.
+    let (mut a, mut b) = pair(true, 1024);
+    let mut hdr = [0u8; 18];
+    RdmapRepr::Send {
+        solicited: false,
+        invalidate: None,
+        msn: 1,
+        mo: 0,
+        last: true,
+    }
+    .emit(&mut hdr)
+    .unwrap();
+    hdr[1] &= 0x3F;
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu_raw(&hdr, b""),
+        TerminateCause::RdmapInvalidVersion,
+    );
+    // Reserved opcode 8.
+    let (mut a, mut b) = pair(true, 1024);
+    hdr[1] = 0x48;
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu_raw(&hdr, b""),
+        TerminateCause::RdmapUnexpectedOpcode,
+    );
+    // Send on QN 3.
+    let (mut a, mut b) = pair(true, 1024);
+    let mut hdr = [0u8; 18];
+    RdmapRepr::Send {
+        solicited: false,
+        invalidate: None,
+        msn: 1,
+        mo: 0,
+        last: true,
+    }
+    .emit(&mut hdr)
+    .unwrap();
+    hdr[9] = 3;
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu_raw(&hdr, b""),
+        TerminateCause::DdpInvalidQn,
+    );
+}
+
+#[test]
+fn terminate_crc_error_delivers_nothing() {
+    let (mut a, mut b) = pair(true, 1024);
+    let (r, rstag) = b.reg_zeroed(16, Access::LOCAL_WRITE);
+    b.post_recv(RecvWr::new(4, vec![Sge::new(rstag, 0, 16)]));
+    let mut f = fpdu(
+        RdmapRepr::Send {
+            solicited: false,
+            invalidate: None,
+            msn: 1,
+            mo: 0,
+            last: true,
+        },
+        b"hello",
+    );
+    let n = f.len();
+    f[n - 1] ^= 0x80;
+    expect_terminate(&mut a, &mut b, &f, TerminateCause::MpaCrcError);
+    let wcs = b.wcs();
+    assert_eq!(
+        wcs[0].status,
+        WcStatus::TransportError,
+        "the receive is not delivered"
+    );
+    drop(r);
+    // A header error inside an FPDU with a bad CRC is reported as the CRC error.
+    let (mut a, mut b) = pair(true, 1024);
+    let mut f = fpdu(
+        RdmapRepr::RdmaWrite {
+            stag: 0xdead_0000,
+            to: 0,
+            last: true,
+        },
+        b"abcd",
+    );
+    let n = f.len();
+    f[n - 2] ^= 1;
+    expect_terminate(&mut a, &mut b, &f, TerminateCause::MpaCrcError);
+    // With CRC off the field is not checked.
+    let mut a = side(false, 1024, 1, 1, true);
+    let mut b = side(false, 1024, 1, 1, true);
+    let f = fpdu(
+        RdmapRepr::RdmaWrite {
+            stag: 0,
+            to: 0,
+            last: true,
+        },
+        b"",
+    );
+    assert_eq!(b.feed(&f, 1), RxStatus::WouldBlock);
+    assert_eq!(b.sh.state(), QpState::Connected);
+    drop(a.out());
+}
+
+#[test]
+fn terminate_unexpected_read_response_and_bad_sink() {
+    let (mut a, mut b) = pair(true, 1024);
+    let f = fpdu(
+        RdmapRepr::RdmaReadResponse {
+            stag: 5,
+            to: 0,
+            last: true,
+        },
+        b"zz",
+    );
+    expect_terminate(&mut a, &mut b, &f, TerminateCause::RdmapUnexpectedOpcode);
+    // A response naming another sink STag than the request did.
+    let (mut a, mut b) = pair(true, 1024);
+    let (_sink, sstag) = a.reg_zeroed(8, Access::LOCAL_WRITE);
+    a.post_send(SendWr::read(
+        1,
+        vec![Sge::new(sstag, 0, 8)],
+        RemoteAddr {
+            rkey: 77,
+            offset: 0,
+        },
+    ));
+    let _ = a.out();
+    let f = fpdu(
+        RdmapRepr::RdmaReadResponse {
+            stag: sstag ^ 0x100,
+            to: 0,
+            last: true,
+        },
+        &[0; 8],
+    );
+    expect_terminate(&mut b, &mut a, &f, TerminateCause::DdpTaggedInvalidStag);
+    assert_eq!(a.wcs()[0].status, WcStatus::LocalProtectionError);
+}
+
+#[test]
+fn terminate_read_request_errors() {
+    let req = |src_stag, size| {
+        ReadRequestRepr {
+            sink_stag: 1,
+            sink_to: 0,
+            size,
+            src_stag,
+            src_to: 0,
+        }
+        .to_bytes()
+    };
+    let rr = |msn| RdmapRepr::RdmaReadRequest {
+        msn,
+        mo: 0,
+        last: true,
+    };
+    // Source STag invalid: RDMAP remote protection with M + D + R.
+    let (mut a, mut b) = pair(true, 1024);
+    let f = fpdu(rr(1), &req(0x4242_4200, 8));
+    let t = expect_terminate(&mut a, &mut b, &f, TerminateCause::RdmapInvalidStag);
+    assert_eq!(t.rdma_header, Some(req(0x4242_4200, 8)));
+    assert!(t.ddp_header.is_some());
+    // Source without Remote Read.
+    let (mut a, mut b) = pair(true, 1024);
+    let (_r, stag) = b.reg_zeroed(8, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu(rr(1), &req(stag, 8)),
+        TerminateCause::RdmapAccessRights,
+    );
+    // Out of bounds.
+    let (mut a, mut b) = pair(true, 1024);
+    let (_r, stag) = b.reg(
+        MrBuffer::from(Bytes::from(vec![0u8; 8])),
+        Access::REMOTE_READ,
+    );
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu(rr(1), &req(stag, 9)),
+        TerminateCause::RdmapBaseBounds,
+    );
+    // IRD exceeded (IRD 1, two requests).
+    let mut a = side(true, 1024, 1, 1, true);
+    let mut b = side(true, 1024, 1, 1, true);
+    let (_r, stag) = b.reg(
+        MrBuffer::from(Bytes::from(vec![0u8; 8])),
+        Access::REMOTE_READ,
+    );
+    let mut bytes = fpdu(rr(1), &req(stag, 8));
+    bytes.extend(fpdu(rr(2), &req(stag, 8)));
+    expect_terminate(&mut a, &mut b, &bytes, TerminateCause::DdpNoBuffer);
+    // Wrong MSN, and a request with extra payload.
+    let (mut a, mut b) = pair(true, 1024);
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu(rr(3), &req(stag, 8)),
+        TerminateCause::DdpMsnRange,
+    );
+    let (mut a, mut b) = pair(true, 1024);
+    let mut long = req(stag, 8).to_vec();
+    long.push(0);
+    expect_terminate(
+        &mut a,
+        &mut b,
+        &fpdu(rr(1), &long),
+        TerminateCause::DdpMessageTooLong,
+    );
+}
+
+#[test]
+fn terminate_cannot_invalidate() {
+    let (mut a, mut b) = pair(true, 1024);
+    b.post_recv(RecvWr::new(4, vec![]));
+    // A local-only region cannot be invalidated remotely.
+    let (_r, stag) = b.reg_zeroed(8, Access::LOCAL_WRITE);
+    let f = fpdu(
+        RdmapRepr::Send {
+            solicited: false,
+            invalidate: Some(stag),
+            msn: 1,
+            mo: 0,
+            last: true,
+        },
+        b"",
+    );
+    expect_terminate(&mut a, &mut b, &f, TerminateCause::RdmapCannotInvalidate);
+}
+
+#[test]
+fn responder_gate_holds_output_until_first_fpdu() {
+    let mut a = side(true, 1024, 1, 1, true);
+    let mut b = side(true, 1024, 1, 1, false);
+    a.post_recv(RecvWr::new(1, vec![]));
+    b.post_send(SendWr::send(2, vec![]));
+    assert!(
+        b.out().is_empty(),
+        "responder must wait for the initiator's first FPDU"
+    );
+    b.feed(
+        &fpdu(
+            RdmapRepr::RdmaWrite {
+                stag: 0,
+                to: 0,
+                last: true,
+            },
+            b"",
+        ),
+        usize::MAX,
+    );
+    let out = b.out();
+    assert!(!out.is_empty());
+    a.feed(&out, usize::MAX);
+    assert_eq!(a.wcs()[0].wr_id, 1);
+}
+
+#[test]
+fn local_errors_fail_the_wr_and_flush_the_rest() {
+    let (mut a, _b) = pair(true, 1024);
+    a.post_recv(RecvWr::new(10, vec![]));
+    a.post_send(SendWr::send(1, vec![Sge::new(0xabcd_ef00, 0, 4)]));
+    a.post_send(SendWr::send(2, vec![]));
+    let out = a.out();
+    let t = terminate_in(&out);
+    assert_eq!(t.cause(), Some(TerminateCause::RdmapLocalCatastrophic));
+    let st: Vec<_> = a.wcs().iter().map(|w| (w.wr_id, w.status)).collect();
+    assert!(st.contains(&(1, WcStatus::LocalProtectionError)));
+    assert!(st.contains(&(2, WcStatus::WrFlushError)));
+    assert!(st.contains(&(10, WcStatus::WrFlushError)));
+}

@@ -504,9 +504,13 @@ impl<'a> PayloadDecoder<'a> {
             let content = piece.bytes();
             let avail = piece.xdr_len() - self.off;
             let k = avail.min(out.len() - done);
-            for (i, slot) in out[done..done + k].iter_mut().enumerate() {
-                *slot = content.get(self.off + i).copied().unwrap_or(0);
+            let dst = &mut out[done..done + k];
+            // Bytes of the piece itself, then (for a Ddp piece) implied pad.
+            let real = content.len().saturating_sub(self.off).min(k);
+            if real > 0 {
+                dst[..real].copy_from_slice(&content[self.off..self.off + real]);
             }
+            dst[real..].fill(0);
             done += k;
             self.advance(k);
         }
@@ -579,6 +583,14 @@ impl XdrRead for PayloadDecoder<'_> {
     }
 
     fn u32(&mut self) -> xdr::Result<u32> {
+        // Fast path: the word lies within the current piece's own bytes.
+        if let Some(p) = self.pieces.get(self.idx) {
+            if let Some(w) = p.bytes().get(self.off..self.off + 4) {
+                let v = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+                self.advance(4);
+                return Ok(v);
+            }
+        }
         let mut b = [0u8; 4];
         self.copy_raw(&mut b)?;
         Ok(u32::from_be_bytes(b))

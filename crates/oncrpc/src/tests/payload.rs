@@ -271,3 +271,32 @@ fn empty_pieces() {
     assert_eq!(p.xdr_len(), 4);
     assert_eq!(p.decoder().opaque(0).unwrap().len(), 0);
 }
+
+#[test]
+fn large_straddling_opaque_and_pads() {
+    // A 1 MiB opaque split across three Xdr pieces (as TCP record fragments
+    // may deliver it), followed by a word.
+    let data: Vec<u8> = (0..1usize << 20).map(|i| (i * 7) as u8).collect();
+    let mut b = Payload::builder();
+    b.opaque(&data).u32(0xDEAD_BEEF);
+    let flat = b.finish().flatten();
+    let p = Payload::from_pieces([
+        Piece::Xdr(flat.slice(..1000)),
+        Piece::Xdr(flat.slice(1000..700_001)),
+        Piece::Xdr(flat.slice(700_001..)),
+    ]);
+    let mut d = p.decoder();
+    assert_eq!(&d.opaque(2 << 20).unwrap()[..], &data[..]);
+    assert_eq!(d.u32().unwrap(), 0xDEAD_BEEF);
+    d.finish().unwrap();
+    // Words read across a Ddp piece's implied pad.
+    let p = Payload::from_pieces([
+        Piece::Xdr(Bytes::from_static(&[0, 0, 0, 1])),
+        Piece::Ddp(Bytes::from_static(&[0xAB])),
+        Piece::Xdr(Bytes::from_static(&[0, 0, 0, 5])),
+    ]);
+    let mut d = p.decoder();
+    d.skip(4).unwrap();
+    assert_eq!(d.u32().unwrap(), 0xAB00_0000);
+    assert_eq!(d.u32().unwrap(), 5);
+}

@@ -21,6 +21,57 @@ pub fn sgl_range<B: AsRef<[u8]>>(sgl: &[B], range: Range<usize>) -> SglRange<'_,
     }
 }
 
+/// Sequential cutter of a scatter/gather list: each
+/// [`SglCursor::take`] returns the next `len` bytes as an [`SglRange`],
+/// starting where the previous one ended, in O(pieces touched) — use it
+/// when segmenting a long message (plain [`sgl_range`] rescans the list
+/// from the start every time).
+#[derive(Debug, Clone)]
+pub struct SglCursor<'a, B> {
+    sgl: &'a [B],
+    idx: usize,
+    base: usize,
+    pos: usize,
+}
+
+impl<'a, B: AsRef<[u8]>> SglCursor<'a, B> {
+    /// A cursor at offset 0 of `sgl`.
+    pub fn new(sgl: &'a [B]) -> Self {
+        SglCursor {
+            sgl,
+            idx: 0,
+            base: 0,
+            pos: 0,
+        }
+    }
+
+    /// Current offset.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The next `len` bytes (clipped at the end of the list).
+    pub fn take(&mut self, len: usize) -> SglRange<'a, B> {
+        let r = SglRange {
+            sgl: self.sgl,
+            idx: self.idx,
+            base: self.base,
+            start: self.pos,
+            end: self.pos.saturating_add(len),
+        };
+        self.pos = self.pos.saturating_add(len);
+        while let Some(b) = self.sgl.get(self.idx) {
+            let l = b.as_ref().len();
+            if self.base + l > self.pos {
+                break;
+            }
+            self.base += l;
+            self.idx += 1;
+        }
+        r
+    }
+}
+
 /// See [`sgl_range`].
 #[derive(Debug, Clone)]
 pub struct SglRange<'a, B> {
@@ -72,5 +123,21 @@ mod tests {
         }
         assert_eq!(cat(7..100), b"hi".to_vec());
         assert_eq!(sgl_range(&a, 2..6).count(), 2);
+    }
+
+    #[test]
+    fn cursor_matches_ranges() {
+        let a: [&[u8]; 5] = [b"abc", b"", b"defg", b"h", b"ijklm"];
+        for step in 1..=14 {
+            let mut c = SglCursor::new(&a);
+            let mut at = 0;
+            while at < 14 {
+                let got: Vec<u8> = c.take(step).flatten().copied().collect();
+                let want: Vec<u8> = sgl_range(&a, at..at + step).flatten().copied().collect();
+                assert_eq!(got, want, "step {step} at {at}");
+                at += step;
+                assert_eq!(c.position(), at);
+            }
+        }
     }
 }

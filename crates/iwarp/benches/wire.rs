@@ -5,7 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use iwarp::crc;
-use iwarp::wire::ddp::{segments, MessageTemplate};
+use iwarp::wire::ddp::{segments, DdpRepr, MessageTemplate};
 use iwarp::wire::fpdu::{mulpdu, Deframer, Event, FpduBuilder};
 use iwarp::wire::rdmap::Opcode;
 use iwarp::wire::sgl::{sgl_range, SglCursor};
@@ -105,10 +105,8 @@ fn bench_fpdu(c: &mut Criterion) {
                         input = &input[n..];
                         match ev {
                             Some(Event::Header(h)) => {
-                                if let Ok(r) = h.ddp() {
-                                    if let iwarp::wire::ddp::DdpRepr::Tagged(t) = r {
-                                        base = t.to as usize;
-                                    }
+                                if let Ok(DdpRepr::Tagged(t)) = h.ddp() {
+                                    base = t.to as usize;
                                 }
                             }
                             Some(Event::Payload { offset, data }) => {

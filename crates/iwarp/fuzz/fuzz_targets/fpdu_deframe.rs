@@ -14,7 +14,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let crc = data[0] & 1 != 0;
     let chunk = (data[1] as usize % 64) + 1;
-    let max = if data[0] & 2 != 0 { 65535 } else { 1 + (data[0] as usize) * 8 };
+    let max = if data[0] & 2 != 0 {
+        65535
+    } else {
+        1 + (data[0] as usize) * 8
+    };
     let stream = &data[2..];
 
     // Incremental.

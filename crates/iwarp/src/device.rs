@@ -1,6 +1,7 @@
 //! The software iWARP device: the `rdma-verbs` implementation and the tokio
 //! driver (MPA handshake, one reader and one writer task per connection).
 
+use crate::capture::{Capture, ConnCapture};
 use crate::cq::Cq;
 use crate::engine::rx::{Rx, RxStatus};
 use crate::engine::tx::Tx;
@@ -33,6 +34,9 @@ pub struct Config {
     pub max_rd_atomic: u16,
     /// Override the MULPDU (default: from the connection's MSS).
     pub mulpdu: Option<usize>,
+    /// Write this device's own traffic (MPA exchange and FPDUs, both
+    /// directions, with synthesized Ethernet/IP/TCP headers) to a pcap file.
+    pub capture: Option<Capture>,
 }
 
 impl Default for Config {
@@ -42,6 +46,7 @@ impl Default for Config {
             handshake_timeout: Duration::from_secs(10),
             max_rd_atomic: 64,
             mulpdu: None,
+            capture: None,
         }
     }
 }
@@ -76,6 +81,26 @@ impl Device {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.inner.cfg
+    }
+
+    /// Flushes the capture file, if capturing.
+    pub fn flush_capture(&self) -> io::Result<()> {
+        match &self.inner.cfg.capture {
+            Some(c) => c.flush(),
+            None => Ok(()),
+        }
+    }
+
+    fn conn_capture(
+        &self,
+        local: SocketAddr,
+        peer: SocketAddr,
+        initiator: bool,
+    ) -> Option<ConnCapture> {
+        let c = self.inner.cfg.capture.as_ref()?;
+        c.connection(local, peer, initiator, true)
+            .map_err(|e| tracing::warn!(error = %e, "capture failed"))
+            .ok()
     }
 
     /// Registered regions (diagnostics).
@@ -224,7 +249,6 @@ impl Drop for QpOwner {
 #[derive(Debug, Clone)]
 pub struct Qp {
     owner: Arc<QpOwner>,
-    dev: Device,
 }
 
 impl Qp {
@@ -385,6 +409,7 @@ pub struct ConnRequest {
     req: Request,
     peer: SocketAddr,
     dev: Device,
+    cap: Option<ConnCapture>,
 }
 
 impl rdma_verbs::Listener for Listener {
@@ -419,8 +444,19 @@ impl rdma_verbs::Listener for Listener {
                         continue;
                     }
                 };
+                let cap = match stream.local_addr() {
+                    Ok(local) => self.dev.conn_capture(local, peer, false),
+                    Err(_) => None,
+                };
+                if let Some(c) = &cap {
+                    let _ = c.received(&frame);
+                }
                 if req.markers {
                     let rej = handshake::reject(&req, b"markers not supported");
+                    if let Some(c) = &cap {
+                        let _ = c.sent(&rej);
+                        let _ = c.local_closed();
+                    }
                     let _ = stream.write_all(&rej).await;
                     continue;
                 }
@@ -429,6 +465,7 @@ impl rdma_verbs::Listener for Listener {
                     req,
                     peer,
                     dev: self.dev.clone(),
+                    cap,
                 });
             }
         }
@@ -463,6 +500,7 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
                 req,
                 peer,
                 dev,
+                cap,
             } = self;
             let cfg = &dev.inner.cfg;
             start_connecting(&qp)?;
@@ -477,6 +515,9 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
                 Ok(x) => x,
                 Err((frame, e)) => {
                     if let Some(f) = frame {
+                        if let Some(c) = &cap {
+                            let _ = c.sent(&f);
+                        }
                         let _ = stream.write_all(&f).await;
                     }
                     return Err(fail_connect(&qp, handshake_err(e)));
@@ -490,6 +531,9 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
                 Some(local),
                 Some(peer),
             );
+            if let Some(c) = &cap {
+                let _ = c.sent(&reply);
+            }
             if let Err(e) = stream.write_all(&reply).await {
                 return Err(fail_connect(&qp, e.into()));
             }
@@ -500,7 +544,7 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
                 initiator_depth: neg.ord,
                 responder_resources: neg.ird,
             };
-            spawn_driver(&qp, stream, &neg, &[], cfg.mulpdu);
+            spawn_driver(&qp, stream, &neg, cfg, cap);
             Ok(info)
         }
     }
@@ -511,6 +555,10 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
     ) -> impl std::future::Future<Output = Result<(), VerbsError>> + Send {
         let frame = handshake::reject(&self.req, private_data);
         let mut stream = self.stream;
+        if let Some(c) = &self.cap {
+            let _ = c.sent(&frame);
+            let _ = c.local_closed();
+        }
         async move {
             stream.write_all(&frame).await?;
             let _ = stream.shutdown().await;
@@ -640,7 +688,6 @@ impl rdma_verbs::Device for Device {
                 sh: Arc::new(sh),
                 tasks: Mutex::new(Vec::new()),
             }),
-            dev: self.clone(),
         })
     }
 
@@ -665,17 +712,25 @@ impl rdma_verbs::Device for Device {
             let exchange = async {
                 let mut stream = TcpStream::connect(addr).await?;
                 stream.set_nodelay(true)?;
+                let cap = dev.conn_capture(stream.local_addr()?, stream.peer_addr()?, true);
+                if let Some(c) = &cap {
+                    let _ = c.sent(&req);
+                }
                 stream.write_all(&req).await?;
                 let frame = read_frame(&mut stream).await?;
+                if let Some(c) = &cap {
+                    let _ = c.received(&frame);
+                }
                 let neg =
                     handshake::process_reply(&cfg.mpa, ird, ord, &frame).map_err(handshake_err)?;
-                Ok::<_, VerbsError>((stream, neg))
+                Ok::<_, VerbsError>((stream, neg, cap))
             };
-            let (stream, neg) = match tokio::time::timeout(cfg.handshake_timeout, exchange).await {
-                Ok(Ok(x)) => x,
-                Ok(Err(e)) => return Err(fail_connect(&qp, e)),
-                Err(_) => return Err(fail_connect(&qp, VerbsError::Timeout("MPA Reply"))),
-            };
+            let (stream, neg, cap) =
+                match tokio::time::timeout(cfg.handshake_timeout, exchange).await {
+                    Ok(Ok(x)) => x,
+                    Ok(Err(e)) => return Err(fail_connect(&qp, e)),
+                    Err(_) => return Err(fail_connect(&qp, VerbsError::Timeout("MPA Reply"))),
+                };
             let local = stream.local_addr()?;
             let peer = stream.peer_addr()?;
             qp.sh().establish(
@@ -692,7 +747,7 @@ impl rdma_verbs::Device for Device {
                 initiator_depth: neg.ord,
                 responder_resources: neg.ird,
             };
-            spawn_driver(&qp, stream, &neg, &[], cfg.mulpdu);
+            spawn_driver(&qp, stream, &neg, cfg, cap);
             Ok(info)
         }
     }
@@ -718,20 +773,18 @@ fn spawn_driver(
     qp: &Qp,
     stream: TcpStream,
     neg: &Negotiated,
-    leftover: &[u8],
-    mulpdu_override: Option<usize>,
+    cfg: &Config,
+    cap: Option<ConnCapture>,
 ) {
     let sock = socket2::SockRef::from(&stream);
     let mss = sock.mss().unwrap_or(1460) as usize;
-    let m = mulpdu_override.unwrap_or_else(|| mulpdu(mss, false));
-    let _ = qp.dev.inner.cfg.handshake_timeout;
+    let m = cfg.mulpdu.unwrap_or_else(|| mulpdu(mss, false));
     let stream = Arc::new(stream);
     let sh = qp.sh().clone();
-    let mut rx = Rx::new(sh.clone(), neg.crc);
-    rx.push_initial(leftover);
+    let rx = Rx::new(sh.clone(), neg.crc);
     let tx = Tx::new(sh.clone(), neg.crc, m, neg.rtr);
-    let r = tokio::spawn(reader(stream.clone(), rx, sh.clone()));
-    let w = tokio::spawn(writer(stream, tx, sh));
+    let r = tokio::spawn(reader(stream.clone(), rx, sh.clone(), cap.clone()));
+    let w = tokio::spawn(writer(stream, tx, sh, cap, cfg.capture.clone()));
     qp.owner
         .tasks
         .lock()
@@ -739,9 +792,18 @@ fn spawn_driver(
         .extend([r, w]);
 }
 
-async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>) {
+async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>, cap: Option<ConnCapture>) {
     loop {
-        match rx.recv(|buf| stream.try_read(buf)) {
+        let r = rx.recv(|buf| {
+            let n = stream.try_read(buf)?;
+            if let Some(c) = &cap {
+                if n > 0 {
+                    let _ = c.received(&buf[..n]);
+                }
+            }
+            Ok(n)
+        });
+        match r {
             Ok(RxStatus::WouldBlock) => {
                 if let Err(e) = stream.readable().await {
                     lost(&sh, &e);
@@ -750,6 +812,9 @@ async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>) {
             }
             Ok(RxStatus::Budget) => tokio::task::yield_now().await,
             Ok(RxStatus::Eof) => {
+                if let Some(c) = &cap {
+                    let _ = c.remote_closed();
+                }
                 sh.close();
                 return;
             }
@@ -774,12 +839,22 @@ fn lost(sh: &QpShared, e: &io::Error) {
     );
 }
 
-async fn writer(stream: Arc<TcpStream>, mut tx: Tx, sh: Arc<QpShared>) {
+async fn writer(
+    stream: Arc<TcpStream>,
+    mut tx: Tx,
+    sh: Arc<QpShared>,
+    cap: Option<ConnCapture>,
+    file: Option<Capture>,
+) {
     let mut bufs: Vec<Bytes> = Vec::new();
     loop {
         bufs.clear();
         let n = tx.poll_transmit(&mut bufs, 1 << 20);
         if n > 0 {
+            if let Some(c) = &cap {
+                let v: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+                let _ = c.sent_vectored(&v);
+            }
             if let Err(e) = write_all(&stream, &bufs).await {
                 lost(&sh, &e);
                 break;
@@ -792,6 +867,12 @@ async fn writer(stream: Arc<TcpStream>, mut tx: Tx, sh: Arc<QpShared>) {
         sh.tx_wake.notified().await;
     }
     let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
+    if let Some(c) = &cap {
+        let _ = c.local_closed();
+    }
+    if let Some(f) = &file {
+        let _ = f.flush();
+    }
 }
 
 /// Writes all buffers with vectored writes.

@@ -229,6 +229,13 @@ impl XdrRead for BytesDecoder {
         Ok(())
     }
 
+    fn opaque_bytes(&mut self, max: u32) -> Result<Bytes> {
+        let start = self.pos;
+        let len = self.length(max)?;
+        self.fixed_opaque_bytes(len as usize)
+            .inspect_err(|_| self.pos = start)
+    }
+
     fn fixed_opaque_bytes(&mut self, len: usize) -> Result<Bytes> {
         let mut d = self.as_decoder();
         d.fixed_opaque(len)?;

@@ -28,6 +28,10 @@ pub const fn padded_len(len: usize) -> usize {
 /// Every variable-length item takes an explicit maximum; a decoder never
 /// allocates more than that maximum (and never more than the input holds),
 /// whatever a peer's length word says.
+///
+/// After an error, the position is unspecified unless the method says
+/// otherwise (the single-buffer decoders leave it unchanged for a failed
+/// opaque or string); callers normally abandon the input.
 pub trait XdrRead {
     /// Bytes left in the input.
     fn remaining(&self) -> usize;

@@ -36,7 +36,10 @@ fn zero_pad(n: usize) -> Bytes {
 }
 
 /// One piece of a [`Payload`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` shows the length and at most the first 16 bytes, so multi-MiB
+/// payloads stay readable in logs and panic messages.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Piece {
     /// Plain XDR bytes (any length; need not be a multiple of 4 alone).
     Xdr(Bytes),
@@ -44,6 +47,23 @@ pub enum Piece {
     /// The preceding 4 bytes of the stream are its length word; its roundup
     /// pad is implied.
     Ddp(Bytes),
+}
+
+impl core::fmt::Debug for Piece {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let (kind, b) = match self {
+            Piece::Xdr(b) => ("Xdr", b),
+            Piece::Ddp(b) => ("Ddp", b),
+        };
+        write!(f, "{kind}({} bytes: ", b.len())?;
+        for x in b.iter().take(16) {
+            write!(f, "{x:02x}")?;
+        }
+        if b.len() > 16 {
+            write!(f, "…")?;
+        }
+        write!(f, ")")
+    }
 }
 
 impl Piece {

@@ -269,3 +269,38 @@ fn check_pattern(
     }
     verify_pattern(seed, data).map_err(|offset| ClientError::PatternMismatch { what, offset })
 }
+
+/// NULL over `ch` with default options (see [`RdmatestClient::null`]).
+pub async fn null<C: Channel>(ch: &C) -> Result<(), ClientError> {
+    RdmatestClient::new(ch).null().await
+}
+
+/// ECHO over `ch`, verified (see [`RdmatestClient::echo`]).
+pub async fn echo<C: Channel>(ch: &C, data: Bytes) -> Result<Bytes, ClientError> {
+    RdmatestClient::new(ch).echo(data).await
+}
+
+/// PUT over `ch`, verified (see [`RdmatestClient::put`]).
+pub async fn put<C: Channel>(ch: &C, data: Bytes) -> Result<PutResult, ClientError> {
+    RdmatestClient::new(ch).put(data).await
+}
+
+/// GET over `ch`, verified (see [`RdmatestClient::get`]).
+pub async fn get<C: Channel>(ch: &C, length: u32, seed: u32) -> Result<Bytes, ClientError> {
+    RdmatestClient::new(ch).get(length, seed).await
+}
+
+/// GET2 over `ch`, verified (see [`RdmatestClient::get2`]).
+pub async fn get2<C: Channel>(
+    ch: &C,
+    len_a: u32,
+    len_b: u32,
+    seed: u32,
+) -> Result<Get2Result, ClientError> {
+    RdmatestClient::new(ch).get2(len_a, len_b, seed).await
+}
+
+/// SLEEP over `ch` (see [`RdmatestClient::sleep`]).
+pub async fn sleep<C: Channel>(ch: &C, ms: u32) -> Result<(), ClientError> {
+    RdmatestClient::new(ch).sleep(ms).await
+}

@@ -344,3 +344,39 @@ fn concurrent_calls_share_one_channel() {
         }
     });
 }
+
+#[test]
+fn free_functions() {
+    rt().block_on(async {
+        let ch = LocalChannel::new(dispatcher(ServerConfig::default()));
+        rdmatest::client::null(&ch).await.unwrap();
+        assert_eq!(
+            rdmatest::client::echo(&ch, pattern(1, 9)).await.unwrap(),
+            pattern(1, 9)
+        );
+        assert_eq!(
+            rdmatest::client::put(&ch, pattern(1, 9))
+                .await
+                .unwrap()
+                .length,
+            9
+        );
+        assert_eq!(
+            rdmatest::client::get(&ch, 9, 1).await.unwrap(),
+            pattern(1, 9)
+        );
+        assert_eq!(
+            rdmatest::client::get2(&ch, 3, 4, 1).await.unwrap().b,
+            pattern(2, 4)
+        );
+        rdmatest::client::sleep(&ch, 0).await.unwrap();
+    });
+}
+
+#[test]
+fn piece_debug_is_short() {
+    let p = Piece::Ddp(Bytes::from(vec![0xAB; 1 << 20]));
+    let s = format!("{p:?}");
+    assert!(s.starts_with("Ddp(1048576 bytes: abab"), "{s}");
+    assert!(s.len() < 64);
+}

@@ -69,6 +69,19 @@ pub struct ReplyShape {
     pub max_reduced_len: u64,
 }
 
+impl ReplyShape {
+    /// From a binding's estimate (RFC 8166 §6.2): one Write chunk per
+    /// DDP-eligible result, and the largest reduced reply given the largest
+    /// RPC reply header (24 bytes with an AUTH_NONE verifier; more with
+    /// RPCSEC_GSS).
+    pub fn from_estimate(est: &crate::binding::ReplyEstimate, max_rpc_reply_header: u64) -> Self {
+        ReplyShape {
+            write_chunks: est.ddp_results.clone(),
+            max_reduced_len: max_rpc_reply_header + est.max_reduced_results,
+        }
+    }
+}
+
 /// The message type a plan chose (RFC 8166 §3.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CallKind {

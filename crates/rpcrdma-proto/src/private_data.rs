@@ -222,6 +222,32 @@ mod tests {
         assert!(!def.remote_invalidation);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn rfc8797_round_trip_after_any_prefix(
+            r: bool,
+            send in 0u8..=255,
+            recv in 0u8..=255,
+            prefix in proptest::collection::vec(0u8..0xf6, 0..40),
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..8),
+        ) {
+            let p = PrivateData {
+                remote_invalidation: r,
+                send_size: decode_size(send),
+                recv_size: decode_size(recv),
+            };
+            let mut b = prefix;
+            b.extend_from_slice(&p.encode());
+            b.extend_from_slice(&tail);
+            proptest::prop_assert_eq!(PrivateData::find(&b), Some(p));
+        }
+
+        #[test]
+        fn rfc8797_find_never_panics(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            let _ = PrivateData::find(&b);
+        }
+    }
+
     #[test]
     fn rfc8797_s7_thresholds() {
         let client = PrivateData {

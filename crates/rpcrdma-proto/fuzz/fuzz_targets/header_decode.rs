@@ -36,4 +36,11 @@ fuzz_target!(|data: &[u8]| {
         }),
     };
     let _ = check_reply(data, &limits, |_| Some(&offered));
+    // RFC 8797 private data may be searched for in any received bytes.
+    if let Some(p) = rpcrdma_proto::private_data::PrivateData::find(data) {
+        assert_eq!(
+            rpcrdma_proto::private_data::PrivateData::find(&p.encode()),
+            Some(p)
+        );
+    }
 });

@@ -159,6 +159,9 @@ mod tests {
         };
         let get = b.reply_estimate(procs::GET, args).unwrap();
         assert_eq!(get.ddp_results, vec![1000]);
+        let shape = crate::marshal::ReplyShape::from_estimate(&get, 24);
+        assert_eq!(shape.write_chunks, vec![1000]);
+        assert_eq!(shape.max_reduced_len, 32);
         assert_eq!(get.max_unreduced_results(), 8 + 1000);
         let get2 = b.reply_estimate(procs::GET2, args).unwrap();
         assert_eq!(get2.ddp_results, vec![1000, MAX_DATA]);

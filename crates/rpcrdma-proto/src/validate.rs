@@ -329,6 +329,14 @@ fn same_but_lengths(got: &WriteChunk<'_>, offered: &WriteChunkRepr) -> bool {
 
 /// Checks a message received by a Requester. `offered_for` looks up the
 /// chunks the pending call with that XID offered (`None`: no such call).
+///
+/// Discards: undecodable headers, RDMA_MSGP, RDMA_DONE, unknown XIDs, a Read
+/// list, more Write chunks than offered, returned chunks differing from the
+/// offered ones in anything but (not larger, prefix-filled) lengths, an
+/// unoffered Reply chunk, an RDMA_MSG whose Reply chunk reports data or
+/// whose RPC XID differs, an RDMA_NOMSG whose Reply chunk holds nothing.
+/// Tolerated for interoperability: fewer Write chunks than offered, and an
+/// offered Reply chunk left out of an RDMA_MSG reply.
 pub fn check_reply<'a, 'o>(
     msg: &'a [u8],
     limits: &DecodeLimits,

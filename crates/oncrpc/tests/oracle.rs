@@ -82,7 +82,10 @@ proptest! {
     }
 }
 
-fn statuses() -> Vec<(ReplyHeader, OReply<&'static [u8], &'static [u8]>)> {
+/// A reply header of ours and the same reply in `onc-rpc` terms.
+type Pair = (ReplyHeader, OReply<&'static [u8], &'static [u8]>);
+
+fn statuses() -> Vec<Pair> {
     let acc = |s| OReply::Accepted(AcceptedReply::new(OFlavor::AuthNone(None), s));
     vec![
         (

@@ -252,6 +252,20 @@ impl<T: XdrEncode + ?Sized> XdrEncode for &T {
     }
 }
 
+/// XDR optional-data `T *` (RFC 4506 §4.19): a boolean, then the value if
+/// present.
+impl<T: XdrEncode> XdrEncode for Option<T> {
+    fn encoded_len(&self) -> usize {
+        4 + self.as_ref().map_or(0, XdrEncode::encoded_len)
+    }
+    fn encode(&self, e: &mut Encoder<'_>) {
+        e.bool(self.is_some());
+        if let Some(v) = self {
+            v.encode(e);
+        }
+    }
+}
+
 /// A variable-length opaque `opaque<>` to encode (length word, bytes, pad).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opaque<'a>(pub &'a [u8]);

@@ -176,3 +176,14 @@ impl XdrDecode for () {
         Ok(())
     }
 }
+
+/// XDR optional-data `T *` (RFC 4506 §4.19).
+impl<T: XdrDecode> XdrDecode for Option<T> {
+    fn decode<R: XdrRead + ?Sized>(r: &mut R) -> Result<Self> {
+        if r.bool()? {
+            Ok(Some(T::decode(r)?))
+        } else {
+            Ok(None)
+        }
+    }
+}

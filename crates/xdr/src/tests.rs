@@ -97,6 +97,22 @@ fn failed_opaque_leaves_position() {
 }
 
 #[test]
+fn optional_data() {
+    let some: Option<u64> = Some(7);
+    let b = encode_to_bytes(&some).unwrap();
+    assert_eq!(&b[..], &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7]);
+    assert_eq!(Decoder::new(&b).decode::<Option<u64>>().unwrap(), some);
+    let none: Option<u64> = None;
+    let b = encode_to_bytes(&none).unwrap();
+    assert_eq!(&b[..], &[0, 0, 0, 0]);
+    assert_eq!(Decoder::new(&b).decode::<Option<u64>>().unwrap(), None);
+    assert_eq!(
+        Decoder::new(&[0, 0, 0, 2]).decode::<Option<u32>>(),
+        Err(Error::InvalidBool(2))
+    );
+}
+
+#[test]
 fn bool_and_utf8() {
     assert_eq!(
         Decoder::new(&[0, 0, 0, 2]).bool(),

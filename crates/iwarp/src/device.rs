@@ -228,6 +228,7 @@ impl Drop for Mr {
 struct QpOwner {
     sh: Arc<QpShared>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    tx: std::sync::OnceLock<Arc<TxPath>>,
 }
 
 impl Drop for QpOwner {
@@ -254,6 +255,13 @@ pub struct Qp {
 impl Qp {
     fn sh(&self) -> &Arc<QpShared> {
         &self.owner.sh
+    }
+
+    fn kick(&self) {
+        match self.owner.tx.get() {
+            Some(p) => p.kick(),
+            None => self.owner.sh.tx_wake.notify_one(),
+        }
     }
 
     /// The shared engine state (tests and diagnostics).
@@ -291,7 +299,7 @@ impl rdma_verbs::QueuePair for Qp {
         g.sq_outstanding += 1;
         g.sq.push_back(SqItem::Wr(wr));
         drop(g);
-        sh.tx_wake.notify_one();
+        self.kick();
         Ok(())
     }
 
@@ -687,6 +695,7 @@ impl rdma_verbs::Device for Device {
             owner: Arc::new(QpOwner {
                 sh: Arc::new(sh),
                 tasks: Mutex::new(Vec::new()),
+                tx: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -782,9 +791,19 @@ fn spawn_driver(
     let stream = Arc::new(stream);
     let sh = qp.sh().clone();
     let rx = Rx::new(sh.clone(), neg.crc);
-    let tx = Tx::new(sh.clone(), neg.crc, m, neg.rtr);
+    let path = Arc::new(TxPath {
+        stream: stream.clone(),
+        sh: sh.clone(),
+        cap: cap.clone(),
+        state: Mutex::new(TxState {
+            tx: Tx::new(sh.clone(), neg.crc, m, neg.rtr),
+            backlog: Vec::new(),
+            writer_active: false,
+        }),
+    });
+    let _ = qp.owner.tx.set(path.clone());
     let r = tokio::spawn(reader(stream.clone(), rx, sh.clone(), cap.clone()));
-    let w = tokio::spawn(writer(stream, tx, sh, cap, cfg.capture.clone()));
+    let w = tokio::spawn(writer(path, cfg.capture.clone()));
     qp.owner
         .tasks
         .lock()
@@ -792,13 +811,128 @@ fn spawn_driver(
         .extend([r, w]);
 }
 
+/// The transmit half of a connection, shared by the writer task and by
+/// posters: a poster transmits inline (no task hop) when the writer task is
+/// idle and the socket takes everything at once; otherwise the writer task
+/// finishes the job. `writer_active` keeps bytes in order: while it is set,
+/// only the writer task writes.
+#[derive(Debug)]
+struct TxPath {
+    stream: Arc<TcpStream>,
+    sh: Arc<QpShared>,
+    cap: Option<ConnCapture>,
+    state: Mutex<TxState>,
+}
+
+#[derive(Debug)]
+struct TxState {
+    tx: Tx,
+    /// Produced but unwritten FPDU pieces (non-empty only while
+    /// `writer_active`).
+    backlog: Vec<Bytes>,
+    writer_active: bool,
+}
+
+/// Bytes a poster may produce and write inline.
+const INLINE_BUDGET: usize = 64 * 1024;
+
+impl TxPath {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TxState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn record(&self, bufs: &[Bytes]) {
+        if let Some(c) = &self.cap {
+            let v: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+            let _ = c.sent_vectored(&v);
+        }
+    }
+
+    /// Inline transmit from a poster's thread (never blocks).
+    fn kick(&self) {
+        let Ok(mut st) = self.state.try_lock() else {
+            self.sh.tx_wake.notify_one();
+            return;
+        };
+        if st.writer_active {
+            drop(st);
+            self.sh.tx_wake.notify_one();
+            return;
+        }
+        let mut bufs = Vec::new();
+        let n = st.tx.poll_transmit(&mut bufs, INLINE_BUDGET);
+        if n == 0 {
+            return;
+        }
+        self.record(&bufs);
+        match try_write_all(&self.stream, &mut bufs) {
+            Ok(true) => {
+                drop(st);
+                if n >= INLINE_BUDGET {
+                    // More may be ready beyond the inline budget.
+                    self.sh.tx_wake.notify_one();
+                }
+            }
+            Ok(false) => {
+                st.backlog = bufs;
+                st.writer_active = true;
+                drop(st);
+                self.sh.tx_wake.notify_one();
+            }
+            Err(e) => {
+                drop(st);
+                lost(&self.sh, &e);
+            }
+        }
+    }
+}
+
+/// Writes as much as the socket takes now and removes it from `bufs` (a
+/// partly written buffer is trimmed). `Ok(true)` once everything is written.
+fn try_write_all(stream: &TcpStream, bufs: &mut Vec<Bytes>) -> io::Result<bool> {
+    let mut idx = 0;
+    let mut off = 0;
+    while idx < bufs.len() {
+        let slices: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&bufs[idx][off..]))
+            .chain(bufs[idx + 1..].iter().take(511).map(|b| IoSlice::new(b)))
+            .collect();
+        match stream.try_write_vectored(&slices) {
+            Ok(mut n) => {
+                while n > 0 && idx < bufs.len() {
+                    let left = bufs[idx].len() - off;
+                    if n >= left {
+                        n -= left;
+                        idx += 1;
+                        off = 0;
+                    } else {
+                        off += n;
+                        n = 0;
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    bufs.drain(..idx);
+    if off > 0 {
+        bufs[0] = bufs[0].slice(off..);
+    }
+    Ok(bufs.is_empty())
+}
+
 async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>, cap: Option<ConnCapture>) {
     loop {
-        let r = rx.recv(|buf| {
-            let n = stream.try_read(buf)?;
+        let r = rx.recv(|bufs| {
+            let n = stream.try_read_vectored(bufs)?;
             if let Some(c) = &cap {
-                if n > 0 {
-                    let _ = c.received(&buf[..n]);
+                let mut left = n;
+                for b in bufs.iter() {
+                    let k = left.min(b.len());
+                    if k > 0 {
+                        let _ = c.received(&b[..k]);
+                    }
+                    left -= k;
                 }
             }
             Ok(n)
@@ -839,35 +973,38 @@ fn lost(sh: &QpShared, e: &io::Error) {
     );
 }
 
-async fn writer(
-    stream: Arc<TcpStream>,
-    mut tx: Tx,
-    sh: Arc<QpShared>,
-    cap: Option<ConnCapture>,
-    file: Option<Capture>,
-) {
-    let mut bufs: Vec<Bytes> = Vec::new();
+async fn writer(path: Arc<TxPath>, file: Option<Capture>) {
+    let sh = path.sh.clone();
     loop {
-        bufs.clear();
-        let n = tx.poll_transmit(&mut bufs, 1 << 20);
-        if n > 0 {
-            if let Some(c) = &cap {
-                let v: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-                let _ = c.sent_vectored(&v);
+        let mut bufs = {
+            let mut st = path.lock();
+            let mut bufs = std::mem::take(&mut st.backlog);
+            if bufs.is_empty() && st.tx.poll_transmit(&mut bufs, 1 << 20) > 0 {
+                path.record(&bufs);
             }
-            if let Err(e) = write_all(&stream, &bufs).await {
-                lost(&sh, &e);
-                break;
+            if bufs.is_empty() {
+                st.writer_active = false;
+                if st.tx.finished() {
+                    break;
+                }
+                None
+            } else {
+                st.writer_active = true;
+                Some(bufs)
             }
-            continue;
+        };
+        match bufs.take() {
+            Some(b) => {
+                if let Err(e) = write_all(&path.stream, &b).await {
+                    lost(&sh, &e);
+                    break;
+                }
+            }
+            None => sh.tx_wake.notified().await,
         }
-        if tx.finished() {
-            break;
-        }
-        sh.tx_wake.notified().await;
     }
-    let _ = socket2::SockRef::from(&*stream).shutdown(std::net::Shutdown::Write);
-    if let Some(c) = &cap {
+    let _ = socket2::SockRef::from(&*path.stream).shutdown(std::net::Shutdown::Write);
+    if let Some(c) = &path.cap {
         let _ = c.local_closed();
     }
     if let Some(f) = &file {

@@ -23,7 +23,7 @@ use crate::wire::fpdu::pad_len;
 use crate::wire::rdmap::{ParseFailure, RdmapRepr, ReadRequestRepr, READ_REQUEST_LEN};
 use crate::wire::terminate::{TerminateCause, TerminateRepr, MAX_BODY_LEN};
 use rdma_verbs::{Access, ConnError, Sge, WcOpcode, WcStatus, WorkCompletion};
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::sync::Arc;
 
 /// Staging buffer size (headers, trailers, small messages).
@@ -196,7 +196,7 @@ impl Rx {
     /// memory when possible.
     pub fn recv<F>(&mut self, mut read: F) -> io::Result<RxStatus>
     where
-        F: FnMut(&mut [u8]) -> io::Result<usize>,
+        F: FnMut(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
     {
         let mut budget = RECV_BUDGET;
         if self.sh.lock().error.is_some() {
@@ -246,7 +246,7 @@ impl Rx {
 
     fn fill_stage<F>(&mut self, read: &mut F) -> io::Result<usize>
     where
-        F: FnMut(&mut [u8]) -> io::Result<usize>,
+        F: FnMut(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
     {
         if self.start == self.end {
             self.start = 0;
@@ -266,7 +266,7 @@ impl Rx {
             };
             max = max.min(want);
         }
-        let n = read(&mut self.stage[self.end..self.end + max])?;
+        let n = read(&mut [IoSliceMut::new(&mut self.stage[self.end..self.end + max])])?;
         self.end += n;
         Ok(n)
     }
@@ -555,24 +555,44 @@ impl Rx {
     /// Reads payload from the source straight into the target.
     fn place_direct<F>(&mut self, read: &mut F) -> io::Result<usize>
     where
-        F: FnMut(&mut [u8]) -> io::Result<usize>,
+        F: FnMut(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
     {
+        // The stage is empty here. If this read can finish the segment's
+        // payload, let the same read also take the trailer and the start of
+        // the next header (never more: the next payload must again go
+        // straight to memory), so streaming costs one read per FPDU.
+        self.start = 0;
+        self.end = 0;
+        let remaining = self.remaining;
+        let ulpdu_len = self.hdr_need - 2 + self.payload_len;
+        let tail_max = pad_len(ulpdu_len) + 4 + 16;
+        let (stage, _) = self.stage.split_at_mut(tail_max);
         let crc = &mut self.crc;
         let crc_on = self.crc_on;
-        let r = place_into(&self.sh, &mut self.target, self.remaining, |dst| {
-            let k = read(dst)?;
+        let mut extra = 0usize;
+        let r = place_into(&self.sh, &mut self.target, remaining, |dst| {
+            let dl = dst.len();
+            let k = if dl == remaining {
+                let mut iov = [IoSliceMut::new(dst), IoSliceMut::new(stage)];
+                read(&mut iov)?
+            } else {
+                read(&mut [IoSliceMut::new(dst)])?
+            };
+            let in_dst = k.min(dl);
+            extra = k - in_dst;
             if crc_on {
-                crc.update(&dst[..k]);
+                crc.update(&dst[..in_dst]);
             }
-            Ok(k)
+            Ok(in_dst)
         });
         match r {
             Ok(k) => {
                 self.remaining -= k;
+                self.end = extra;
                 if k > 0 && self.remaining == 0 {
                     self.enter_trailer();
                 }
-                Ok(k)
+                Ok(k + extra)
             }
             Err(PlaceErr::Io(e)) => Err(e),
             Err(PlaceErr::Mem(cause, wc)) => {

@@ -93,14 +93,18 @@ impl Side {
         loop {
             let st = self
                 .rx
-                .recv(|buf| {
+                .recv(|bufs| {
                     if pos == bytes.len() {
                         return Err(io::ErrorKind::WouldBlock.into());
                     }
-                    let n = buf.len().min(chunk).min(bytes.len() - pos);
-                    buf[..n].copy_from_slice(&bytes[pos..pos + n]);
-                    pos += n;
-                    Ok(n)
+                    let mut total = 0;
+                    for buf in bufs.iter_mut() {
+                        let n = buf.len().min(chunk - total).min(bytes.len() - pos);
+                        buf[..n].copy_from_slice(&bytes[pos..pos + n]);
+                        pos += n;
+                        total += n;
+                    }
+                    Ok(total)
                 })
                 .unwrap();
             if st != RxStatus::Budget {
@@ -817,4 +821,44 @@ fn local_errors_fail_the_wr_and_flush_the_rest() {
     assert!(st.contains(&(1, WcStatus::LocalProtectionError)));
     assert!(st.contains(&(2, WcStatus::WrFlushError)));
     assert!(st.contains(&(10, WcStatus::WrFlushError)));
+}
+
+#[test]
+fn large_messages_stream_through_direct_placement() {
+    for chunk in [usize::MAX, 65_536 + 17, 4093] {
+        let (mut a, mut b) = pair(true, 65_535);
+        let n = 1 << 20;
+        let (tr, tstag) = b.reg_zeroed(n, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        let (rr, rstag) = b.reg_zeroed(300_000, Access::LOCAL_WRITE);
+        b.post_recv(RecvWr::new(
+            1,
+            vec![
+                Sge::new(rstag, 0, 100_000),
+                Sge::new(rstag, 100_000, 200_000),
+            ],
+        ));
+        let payload = data(n, 5);
+        let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
+        a.post_send(SendWr::write(
+            1,
+            vec![Sge::new(sstag, 0, n as u32)],
+            RemoteAddr {
+                rkey: tstag,
+                offset: 0,
+            },
+        ));
+        a.post_send(SendWr::send(2, vec![Sge::new(sstag, 1000, 250_000)]));
+        let bytes = a.out();
+        assert_eq!(b.feed(&bytes, chunk), RxStatus::WouldBlock);
+        assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
+        assert_eq!(
+            &rr.lock().buffer.as_ref().unwrap().as_slice()[..250_000],
+            &payload[1000..251_000]
+        );
+        let wc = b.wcs()[0];
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (1, WcStatus::Success, 250_000)
+        );
+    }
 }

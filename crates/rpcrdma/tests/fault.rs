@@ -83,9 +83,15 @@ async fn cut_connections_under_load() {
             let size = 1 + (x >> 10) % 300_000;
             let r = match i % 4 {
                 0 => t.get(size, x).await.map(|_| ()),
-                1 => t.put(rdmatest::pattern::pattern(x, size as usize)).await.map(|_| ()),
+                1 => t
+                    .put(rdmatest::pattern::pattern(x, size as usize))
+                    .await
+                    .map(|_| ()),
                 2 => t.get2(size / 2, 100, x).await.map(|_| ()),
-                _ => t.echo(rdmatest::pattern::pattern(x, (size % 20_000) as usize)).await.map(|_| ()),
+                _ => t
+                    .echo(rdmatest::pattern::pattern(x, (size % 20_000) as usize))
+                    .await
+                    .map(|_| ()),
             };
             done[i].fetch_add(1, Relaxed);
             r
@@ -97,12 +103,17 @@ async fn cut_connections_under_load() {
     }
     let (mut ok, mut failed) = (0, 0);
     for (i, h) in tasks.into_iter().enumerate() {
-        match tokio::time::timeout(Duration::from_secs(60), h).await.expect("call hung").unwrap() {
+        match tokio::time::timeout(Duration::from_secs(60), h)
+            .await
+            .expect("call hung")
+            .unwrap()
+        {
             Ok(()) => ok += 1,
             Err(ClientError::Rpc(e)) => {
                 // Only typed transport failures are acceptable.
                 assert!(
-                    TransportError::from_rpc(&e).is_some() || matches!(e, oncrpc::RpcError::Timeout),
+                    TransportError::from_rpc(&e).is_some()
+                        || matches!(e, oncrpc::RpcError::Timeout),
                     "call {i}: untyped failure {e}"
                 );
                 failed += 1;
@@ -111,13 +122,27 @@ async fn cut_connections_under_load() {
         }
     }
     for (i, c) in completions.iter().enumerate() {
-        assert_eq!(c.load(Relaxed), 1, "call {i} completed {} times", c.load(Relaxed));
+        assert_eq!(
+            c.load(Relaxed),
+            1,
+            "call {i} completed {} times",
+            c.load(Relaxed)
+        );
     }
-    let retrans: u64 = clients.iter().map(|c| c.stats().retransmits.load(Relaxed)).sum();
-    let reconnects: u64 = clients.iter().map(|c| c.stats().reconnects.load(Relaxed)).sum();
+    let retrans: u64 = clients
+        .iter()
+        .map(|c| c.stats().retransmits.load(Relaxed))
+        .sum();
+    let reconnects: u64 = clients
+        .iter()
+        .map(|c| c.stats().reconnects.load(Relaxed))
+        .sum();
     eprintln!("ok {ok}, failed {failed}, retransmits {retrans}, reconnects {reconnects}, proxied connections {}", proxy.accepted.load(Relaxed));
     assert!(reconnects >= 4, "every client reconnected at least once");
-    assert!(ok > N / 2, "most calls complete after reconnecting ({ok}/{N})");
+    assert!(
+        ok > N / 2,
+        "most calls complete after reconnecting ({ok}/{N})"
+    );
     // After the storm, every client works again.
     for c in &clients {
         common::typed(c).get(100_000, 1).await.unwrap();

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,15 +170,46 @@ pub trait Channel: Send + Sync {
     fn call(&self, req: Request) -> impl Future<Output = Result<Payload, RpcError>> + Send;
 }
 
-impl<C: Channel> Channel for Arc<C> {
+impl<C: Channel + ?Sized> Channel for Arc<C> {
     fn call(&self, req: Request) -> impl Future<Output = Result<Payload, RpcError>> + Send {
         (**self).call(req)
     }
 }
 
-impl<C: Channel> Channel for &C {
+impl<C: Channel + ?Sized> Channel for &C {
     fn call(&self, req: Request) -> impl Future<Output = Result<Payload, RpcError>> + Send {
         (**self).call(req)
+    }
+}
+
+/// The future returned by [`DynChannel::call_dyn`].
+pub type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<Payload, RpcError>> + Send + 'a>>;
+
+/// Object-safe form of [`Channel`], implemented for every `Channel`, so a
+/// transport chosen at run time can sit behind `Arc<dyn DynChannel>` (which
+/// is itself a `Channel`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use oncrpc::{Channel, DynChannel, Dispatcher, testing::LocalChannel};
+/// let ch: Arc<dyn DynChannel> = Arc::new(LocalChannel::new(Dispatcher::builder().build()));
+/// fn typed_client<C: Channel>(_c: C) {}
+/// typed_client(ch);
+/// ```
+pub trait DynChannel: Send + Sync {
+    /// [`Channel::call`] with a boxed future.
+    fn call_dyn(&self, req: Request) -> CallFuture<'_>;
+}
+
+impl<C: Channel> DynChannel for C {
+    fn call_dyn(&self, req: Request) -> CallFuture<'_> {
+        Box::pin(self.call(req))
+    }
+}
+
+impl Channel for dyn DynChannel + '_ {
+    fn call(&self, req: Request) -> impl Future<Output = Result<Payload, RpcError>> + Send {
+        self.call_dyn(req)
     }
 }
 

@@ -61,7 +61,9 @@ pub mod service;
 pub mod testing;
 
 pub use auth::{AuthFlavor, AuthStat, AuthSys, Credential, OpaqueAuth, MAX_AUTH_BYTES};
-pub use client::{decode_reply, Channel, ClientCore, ReplyOutcome, Request, RpcError};
+pub use client::{
+    decode_reply, CallFuture, Channel, ClientCore, DynChannel, ReplyOutcome, Request, RpcError,
+};
 pub use msg::{
     AcceptStat, CallHeader, MessageHeader, MsgType, RejectStat, ReplyBody, ReplyHeader, RPC_VERSION,
 };

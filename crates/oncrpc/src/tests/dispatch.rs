@@ -292,6 +292,17 @@ fn local_channel_modes() {
     assert_eq!(got.as_ptr(), ptr);
 }
 
+#[test]
+fn dyn_channel_is_a_channel() {
+    use crate::testing::LocalChannel;
+    use std::sync::Arc;
+    let ch: Arc<dyn DynChannel> = Arc::new(LocalChannel::new(dispatcher()));
+    let r = block_on(ch.call(Request::new(PROG, 2, 1, args(&[4, 5])))).unwrap();
+    assert_eq!(r.decoder().u32().unwrap(), 9);
+    let r = block_on(ch.call_dyn(Request::new(0x9999, 1, 0, Payload::new())));
+    assert!(matches!(r, Err(RpcError::ProgUnavail)));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
     /// Arbitrary bytes (and arbitrary tails after a valid header prefix)

@@ -868,7 +868,7 @@ where
                     sge.lkey,
                     sh.pd,
                     Access::LOCAL_WRITE,
-                    sge.offset + c.off,
+                    sge.offset.saturating_add(c.off),
                     n,
                 )
                 .map_err(|_| PlaceErr::Mem(TerminateCause::DdpLocalCatastrophic, None))?;

@@ -862,3 +862,85 @@ fn large_messages_stream_through_direct_placement() {
         );
     }
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A valid stream (Send, segmented Write, Read Request), the receiver
+    /// ready for it, and its receive buffer.
+    fn valid_stream() -> (Side, Vec<u8>, Arc<Region>) {
+        let (mut a, mut b) = pair(true, 256);
+        let (rr, rstag) = b.reg_zeroed(512, Access::LOCAL_WRITE);
+        b.post_recv(RecvWr::new(1, vec![Sge::new(rstag, 0, 512)]));
+        let (_t, tstag) = b.reg_zeroed(
+            4096,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        );
+        let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(data(600, 1))), Access::NONE);
+        a.post_send(SendWr::send(1, vec![Sge::new(sstag, 0, 300)]));
+        a.post_send(SendWr::write(
+            2,
+            vec![Sge::new(sstag, 0, 600)],
+            RemoteAddr {
+                rkey: tstag,
+                offset: 0,
+            },
+        ));
+        a.post_send(SendWr::read(
+            3,
+            vec![Sge::new(sstag, 0, 10)],
+            RemoteAddr {
+                rkey: tstag,
+                offset: 0,
+            },
+        ));
+        let bytes = a.out();
+        (b, bytes, rr)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Arbitrary bytes never panic the receive half; it either waits
+        /// for more or dies with a Terminate queued.
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048), chunk in 1usize..300) {
+            let (_a, mut b) = pair(true, 256);
+            let (_r, rstag) = b.reg_zeroed(512, Access::LOCAL_WRITE);
+            b.post_recv(RecvWr::new(1, vec![Sge::new(rstag, 0, 512)]));
+            let st = b.feed(&bytes, chunk);
+            prop_assert!(st == RxStatus::WouldBlock || st == RxStatus::Dead);
+            let _ = b.out();
+        }
+
+        /// A single corrupted byte in a valid stream never panics, is never
+        /// delivered (the receive completes only with the original bytes),
+        /// and the stream is never accepted whole.
+        #[test]
+        fn corrupted_byte_is_never_delivered(pos in 0usize..4096, xor in 1u8..=255, chunk in 1usize..500) {
+            let (mut b, mut bytes, rr) = valid_stream();
+            let p = pos % bytes.len();
+            bytes[p] ^= xor;
+            let st = b.feed(&bytes, chunk);
+            prop_assert!(st == RxStatus::WouldBlock || st == RxStatus::Dead);
+            let total = 3 + 600usize.div_ceil(256 - 14) as u64;
+            prop_assert!(b.rx.fpdus() < total, "corruption at {} accepted", p);
+            for wc in b.wcs() {
+                if wc.status == WcStatus::Success && wc.opcode == WcOpcode::Recv {
+                    let st = rr.lock();
+                    prop_assert_eq!(&st.buffer.as_ref().unwrap().as_slice()[..300], &data(600, 1)[..300]);
+                }
+            }
+            let _ = b.out();
+        }
+    }
+
+    #[test]
+    fn unmodified_stream_is_accepted() {
+        let (mut b, bytes, _) = valid_stream();
+        assert_eq!(b.feed(&bytes, 97), RxStatus::WouldBlock);
+        assert_eq!(b.rx.fpdus(), 3 + 600usize.div_ceil(256 - 14) as u64);
+        assert_eq!(b.wcs()[0].status, WcStatus::Success);
+    }
+}

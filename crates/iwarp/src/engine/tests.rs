@@ -870,7 +870,7 @@ mod hostile {
     /// A valid stream (Send, segmented Write, Read Request), the receiver
     /// ready for it, and its receive buffer.
     fn valid_stream() -> (Side, Vec<u8>, Arc<Region>) {
-        let (mut a, mut b) = pair(true, 256);
+        let (mut a, b) = pair(true, 256);
         let (rr, rstag) = b.reg_zeroed(512, Access::LOCAL_WRITE);
         b.post_recv(RecvWr::new(1, vec![Sge::new(rstag, 0, 512)]));
         let (_t, tstag) = b.reg_zeroed(

@@ -9,6 +9,7 @@ use crate::engine::{Limits, QpShared, SqItem};
 use crate::handshake::{self, HandshakeError, MpaConfig, Negotiated, Request};
 use crate::mem::{next_key, Region, StagTable};
 use crate::wire::fpdu::mulpdu;
+use crate::wire::terminate::{TerminateCause, TerminateRepr};
 use bytes::Bytes;
 use rdma_verbs::{
     Access, CmEvent, ConnError, ConnInfo, ConnParam, FastRegWr, MrBuffer, QpInit, QpState, RecvWr,
@@ -730,8 +731,32 @@ impl rdma_verbs::Device for Device {
                 if let Some(c) = &cap {
                     let _ = c.received(&frame);
                 }
-                let neg =
-                    handshake::process_reply(&cfg.mpa, ird, ord, &frame).map_err(handshake_err)?;
+                let neg = match handshake::process_reply(&cfg.mpa, ird, ord, &frame) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // RFC 6581 §3: report an IRD/ORD or RTR mismatch
+                        // with a Terminate before closing.
+                        let cause = match e {
+                            HandshakeError::InsufficientIrd => {
+                                Some(TerminateCause::MpaInsufficientIrd)
+                            }
+                            HandshakeError::NoMatchingRtr => Some(TerminateCause::MpaNoMatchingRtr),
+                            _ => None,
+                        };
+                        if let Some(cause) = cause {
+                            let peer_crc = crate::wire::mpa::MpaRepr::parse_bytes(&frame)
+                                .map(|r| r.crc)
+                                .unwrap_or(true);
+                            let t = TerminateRepr::for_cause(cause, &[]);
+                            let f = crate::engine::tx::terminate_fpdu(&t, cfg.mpa.crc || peer_crc);
+                            if let Some(c) = &cap {
+                                let _ = c.sent(&f);
+                            }
+                            let _ = stream.write_all(&f).await;
+                        }
+                        return Err(handshake_err(e));
+                    }
+                };
                 Ok::<_, VerbsError>((stream, neg, cap))
             };
             let (stream, neg, cap) =

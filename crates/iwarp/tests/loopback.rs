@@ -660,3 +660,37 @@ async fn send_ping_pong_reposting_receives() {
         .unwrap();
     }
 }
+
+/// A responder that claims an ORD above our IRD: the initiator fails the
+/// connect and reports it with Terminate (LLP, Insufficient IRD; RFC 6581).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_ird_in_reply_is_terminated() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut req = vec![0u8; 20 + 4];
+        s.read_exact(&mut req).await.unwrap();
+        let r = iwarp::handshake::parse_request(&req).unwrap();
+        assert_eq!(r.ird(), 2);
+        let mut fake = r.clone();
+        fake.ird_ord.as_mut().unwrap().ird = 9; // so that our reply says ORD 9
+        let (rep, _) = iwarp::handshake::accept(&MpaConfig::default(), &fake, 9, 9, b"").unwrap();
+        s.write_all(&rep).await.unwrap();
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+        buf
+    });
+    let a = end(Config::default());
+    let err = a
+        .dev
+        .connect(&a.qp, addr, ConnParam::new(Bytes::new(), 2, 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, VerbsError::Protocol(_)), "{err:?}");
+    let buf = server.await.unwrap();
+    let len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
+    let t = TerminateRepr::parse(&buf[2 + 18..2 + len]).unwrap();
+    assert_eq!(t.cause(), Some(TerminateCause::MpaInsufficientIrd));
+    assert_eq!(a.qp.state(), rdma_verbs::QpState::Error);
+}

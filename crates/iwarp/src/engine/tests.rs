@@ -944,3 +944,16 @@ mod hostile {
         assert_eq!(b.wcs()[0].status, WcStatus::Success);
     }
 }
+
+#[test]
+fn standalone_terminate_fpdu_is_received_as_terminate() {
+    let (mut a, _b) = pair(true, 1024);
+    let t = TerminateRepr::for_cause(TerminateCause::MpaNoMatchingRtr, &[]);
+    let f = super::tx::terminate_fpdu(&t, true);
+    assert_eq!(
+        terminate_in(&f).cause(),
+        Some(TerminateCause::MpaNoMatchingRtr)
+    );
+    assert_eq!(a.feed(&f, 3), RxStatus::Dead);
+    assert_eq!(a.error_cause(), Some(TerminateCause::MpaNoMatchingRtr));
+}

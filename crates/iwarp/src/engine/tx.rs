@@ -619,3 +619,16 @@ pub fn gather(sh: &QpShared, sgl: &[Sge]) -> Result<Vec<Bytes>, MemError> {
     }
     Ok(pieces)
 }
+
+/// A complete Terminate FPDU (for errors outside a running engine, e.g. an
+/// RFC 6581 IRD/ORD or RTR mismatch found while processing the MPA Reply).
+pub fn terminate_fpdu(t: &TerminateRepr, crc_on: bool) -> Vec<u8> {
+    let (ulpdu, n) = t.to_ulpdu();
+    let mut v = Vec::with_capacity(2 + n + 3 + 4);
+    v.extend_from_slice(&(n as u16).to_be_bytes());
+    v.extend_from_slice(&ulpdu[..n]);
+    v.resize(v.len() + pad_len(n), 0);
+    let c = if crc_on { crc::crc32c(&v) } else { 0 };
+    v.extend_from_slice(&crc::to_wire(c));
+    v
+}

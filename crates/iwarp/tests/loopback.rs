@@ -694,3 +694,121 @@ async fn insufficient_ird_in_reply_is_terminated() {
     assert_eq!(t.cause(), Some(TerminateCause::MpaInsufficientIrd));
     assert_eq!(a.qp.state(), rdma_verbs::QpState::Error);
 }
+
+/// FRWR cycle: allocate, fast-register (new key), remote write, remote
+/// invalidate, take the buffer back, re-register with another key; a local
+/// invalidate posted on the send queue; the old key is dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_registration_and_local_invalidate() {
+    use rdma_verbs::FastRegWr;
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let rbuf = reg_mut(&a.pd, 64, Access::LOCAL_WRITE);
+    a.qp.post_recv(RecvWr::new(1, vec![Sge::new(rbuf.lkey(), 0, 64)]))
+        .unwrap();
+    connect(&a, &b, 1).await;
+    let mr = a.pd.alloc_mr(4096).unwrap();
+    assert!(!mr.is_valid());
+    let rkey1 =
+        a.qp.post_fast_reg(
+            &mr,
+            FastRegWr {
+                wr_id: 50,
+                buffer: BytesMut::zeroed(32).into(),
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                signaled: true,
+            },
+        )
+        .unwrap();
+    assert_eq!(rkey1, mr.rkey());
+    let wc = next(&a.cq).await;
+    assert_eq!(
+        (wc.wr_id, wc.opcode, wc.status),
+        (50, WcOpcode::FastReg, WcStatus::Success)
+    );
+    // Peer writes, then invalidates with its reply.
+    let src = reg_bytes(&b.pd, pattern(32, 4), Access::NONE);
+    b.qp.post_send(
+        SendWr::write(
+            1,
+            vec![Sge::new(src.lkey(), 0, 32)],
+            RemoteAddr {
+                rkey: rkey1,
+                offset: 0,
+            },
+        )
+        .signaled(false),
+    )
+    .unwrap();
+    b.qp.post_send(SendWr::send_with_invalidate(2, vec![], rkey1))
+        .unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!(wc.invalidated_rkey, Some(rkey1));
+    let buf = mr.take_buffer().unwrap().into_bytes();
+    assert_eq!(&buf[..], &pattern(32, 4)[..]);
+    // Re-register: a new key.
+    let rkey2 =
+        a.qp.post_fast_reg(
+            &mr,
+            FastRegWr {
+                wr_id: 51,
+                buffer: BytesMut::zeroed(16).into(),
+                access: Access::LOCAL_WRITE | Access::REMOTE_READ,
+                signaled: false,
+            },
+        )
+        .unwrap();
+    assert_ne!(rkey1, rkey2);
+    assert!(mr.take_buffer().is_err(), "valid region keeps its buffer");
+    // Local invalidate through the send queue.
+    a.qp.post_send(SendWr::local_invalidate(52, rkey2)).unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!(
+        (wc.wr_id, wc.opcode, wc.status),
+        (52, WcOpcode::LocalInvalidate, WcStatus::Success)
+    );
+    assert!(!mr.is_valid());
+    assert_eq!(mr.take_buffer().unwrap().len(), 16);
+    // The first key is dead: a Write through it terminates.
+    b.qp.post_send(SendWr::write(
+        3,
+        vec![Sge::new(src.lkey(), 0, 8)],
+        RemoteAddr {
+            rkey: rkey1,
+            offset: 0,
+        },
+    ))
+    .unwrap();
+    assert_eq!(
+        is_terminate(&event(&a.qp).await, false),
+        Some(TerminateCause::DdpTaggedInvalidStag)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_rules() {
+    let a = end(Config::default());
+    // Write access on an immutable buffer is refused and the buffer returned.
+    let e =
+        a.pd.register(Bytes::from_static(b"abc").into(), Access::LOCAL_WRITE)
+            .unwrap_err();
+    assert_eq!(e.buffer.len(), 3);
+    // Remote write without local write is refused.
+    assert!(a
+        .pd
+        .register(BytesMut::zeroed(4).into(), Access::REMOTE_WRITE)
+        .is_err());
+    // Keys differ between registrations; deregistration hands the buffer back.
+    let m1 = reg_mut(&a.pd, 8, Access::LOCAL_WRITE);
+    let m2 = reg_mut(&a.pd, 8, Access::LOCAL_WRITE);
+    assert_ne!(m1.rkey(), m2.rkey());
+    let before = a.dev.regions();
+    assert_eq!(m1.deregister().unwrap().len(), 8);
+    assert_eq!(a.dev.regions(), before - 1);
+    // Sends need a connection; receives may be posted before.
+    assert!(a.qp.post_send(SendWr::send(1, vec![])).is_err());
+    assert!(a
+        .qp
+        .post_recv(RecvWr::new(1, vec![Sge::new(m2.lkey(), 0, 8)]))
+        .is_ok());
+}

@@ -259,10 +259,7 @@ impl Dispatcher {
         let stat = match svc.handle(call).await {
             Ok(results) => {
                 let hdr = ReplyHeader::accepted(xid, AcceptStat::Success);
-                let mut b = crate::payload::PayloadBuilder::new();
-                b.item(&hdr);
-                b.payload(results);
-                return DispatchOutcome::Reply(b.finish());
+                return DispatchOutcome::Reply(reply_message(&hdr, results));
             }
             Err(ProcError::ProcUnavail) => AcceptStat::ProcUnavail,
             Err(ProcError::GarbageArgs) => AcceptStat::GarbageArgs,
@@ -377,12 +374,10 @@ impl Dispatcher {
 /// Encode a complete reply message: `hdr` then `results` (normally only for
 /// SUCCESS). Useful to transports that must answer without a dispatcher.
 pub fn reply_message(hdr: &ReplyHeader, results: Payload) -> Payload {
-    let mut b = crate::payload::PayloadBuilder::with_capacity(hdr_len(hdr));
+    // Room for the header and small leading results copied inline.
+    let cap = xdr::XdrEncode::encoded_len(hdr) + crate::payload::SMALL_COPY_MAX;
+    let mut b = crate::payload::PayloadBuilder::with_capacity(cap);
     b.item(hdr);
     b.payload(results);
     b.finish()
-}
-
-fn hdr_len(h: &ReplyHeader) -> usize {
-    xdr::XdrEncode::encoded_len(h)
 }

@@ -380,3 +380,22 @@ fn piece_debug_is_short() {
     assert!(s.starts_with("Ddp(1048576 bytes: abab"), "{s}");
     assert!(s.len() < 64);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+    /// Random sizes and seeds, both modes: every procedure verifies.
+    #[test]
+    fn random_sizes_and_seeds(len_a in 0u32..5000, len_b in 0u32..5000, seed: u32, flatten: bool) {
+        let mode = if flatten { LocalMode::Flatten } else { LocalMode::Pieces };
+        rt().block_on(async {
+            let c = client(mode, ServerConfig::default());
+            let data = pattern(seed, len_a as usize);
+            assert_eq!(c.echo(data.clone()).await.unwrap(), data);
+            assert_eq!(c.put(data.clone()).await.unwrap().crc32c, crc32c::crc32c(&data));
+            assert_eq!(c.get(len_a, seed).await.unwrap(), data);
+            let g2 = c.get2(len_a, len_b, seed).await.unwrap();
+            assert_eq!(g2.a, data);
+            assert_eq!(g2.b, pattern(seed.wrapping_add(1), len_b as usize));
+        });
+    }
+}

@@ -366,6 +366,29 @@ proptest! {
     }
 
     #[test]
+    fn io_slices_equal_write_to(
+        crc in any::<bool>(),
+        h in arb_rdmap(),
+        parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..50), 0..6),
+    ) {
+        let mut hb = [0u8; 18];
+        let n = h.emit(&mut hb).unwrap();
+        let refs: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+        let f = FpduBuilder::new(crc).frame(&hb[..n], refs.iter().copied()).unwrap();
+        let mut flat = Vec::new();
+        f.write_to(refs.iter().copied(), &mut flat);
+        let mut io = Vec::new();
+        f.io_slices(refs.iter().copied(), &mut io);
+        let joined: Vec<u8> = io.iter().flat_map(|s| s.iter().copied()).collect();
+        prop_assert_eq!(&joined, &flat);
+        prop_assert_eq!(flat.len(), f.wire_len());
+        prop_assert_eq!(flat.len(), fpdu_len(n + sgl_len(&refs)));
+        let p = parse_fpdu(&flat, crc, 65535).unwrap().unwrap();
+        prop_assert_eq!(p.wire_len, flat.len());
+        prop_assert_eq!(p.payload(), &parts.concat()[..]);
+    }
+
+    #[test]
     fn sgl_range_matches_concatenation(
         parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 0..8),
         a in 0usize..200,

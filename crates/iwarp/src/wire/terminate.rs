@@ -613,6 +613,66 @@ mod tests {
         }
     }
 
+    /// Hand-typed from RFC 5040 §4.8 / §7, RFC 5041 §7, RFC 5044 §8 and
+    /// RFC 6581 (cross-checked with Wireshark's value strings): the first
+    /// three payload bytes (Layer|EType, Error Code, M/D/R) of the
+    /// Terminate for each cause when the failing segment is a 100-byte
+    /// Send, and for a Read Request.
+    #[test]
+    fn every_cause_hand_computed_control_bytes() {
+        #[rustfmt::skip]
+        let expect: [(TerminateCause, [u8; 3], [u8; 3]); 33] = [
+            //                                   Send              Read Request
+            (C::RdmapLocalCatastrophic,          [0x00, 0x00, 0x00], [0x00, 0x00, 0x00]),
+            (C::RdmapInvalidStag,                [0x01, 0x00, 0xC0], [0x01, 0x00, 0xE0]),
+            (C::RdmapBaseBounds,                 [0x01, 0x01, 0xC0], [0x01, 0x01, 0xE0]),
+            (C::RdmapAccessRights,               [0x01, 0x02, 0xC0], [0x01, 0x02, 0xE0]),
+            (C::RdmapStagNotAssociated,          [0x01, 0x03, 0xC0], [0x01, 0x03, 0xE0]),
+            (C::RdmapToWrap,                     [0x01, 0x04, 0xC0], [0x01, 0x04, 0xE0]),
+            (C::RdmapProtectionCannotInvalidate, [0x01, 0x09, 0xC0], [0x01, 0x09, 0xE0]),
+            (C::RdmapProtectionUnspecified,      [0x01, 0xFF, 0xC0], [0x01, 0xFF, 0xE0]),
+            (C::RdmapInvalidVersion,             [0x02, 0x05, 0x00], [0x02, 0x05, 0x00]),
+            (C::RdmapUnexpectedOpcode,           [0x02, 0x06, 0x00], [0x02, 0x06, 0x00]),
+            (C::RdmapCatastrophicStream,         [0x02, 0x07, 0xC0], [0x02, 0x07, 0xC0]),
+            (C::RdmapCatastrophicGlobal,         [0x02, 0x08, 0xC0], [0x02, 0x08, 0xC0]),
+            (C::RdmapCannotInvalidate,           [0x02, 0x09, 0xC0], [0x02, 0x09, 0xC0]),
+            (C::RdmapOperationUnspecified,       [0x02, 0xFF, 0xC0], [0x02, 0xFF, 0xC0]),
+            (C::DdpLocalCatastrophic,            [0x10, 0x00, 0x00], [0x10, 0x00, 0x00]),
+            (C::DdpTaggedInvalidStag,            [0x11, 0x00, 0xC0], [0x11, 0x00, 0xC0]),
+            (C::DdpTaggedBaseBounds,             [0x11, 0x01, 0xC0], [0x11, 0x01, 0xC0]),
+            (C::DdpTaggedStagNotAssociated,      [0x11, 0x02, 0xC0], [0x11, 0x02, 0xC0]),
+            (C::DdpTaggedToWrap,                 [0x11, 0x03, 0xC0], [0x11, 0x03, 0xC0]),
+            (C::DdpTaggedInvalidVersion,         [0x11, 0x04, 0x00], [0x11, 0x04, 0x00]),
+            (C::DdpInvalidQn,                    [0x12, 0x01, 0xC0], [0x12, 0x01, 0xC0]),
+            (C::DdpNoBuffer,                     [0x12, 0x02, 0xC0], [0x12, 0x02, 0xC0]),
+            (C::DdpMsnRange,                     [0x12, 0x03, 0xC0], [0x12, 0x03, 0xC0]),
+            (C::DdpInvalidMo,                    [0x12, 0x04, 0xC0], [0x12, 0x04, 0xC0]),
+            (C::DdpMessageTooLong,               [0x12, 0x05, 0xC0], [0x12, 0x05, 0xC0]),
+            (C::DdpUntaggedInvalidVersion,       [0x12, 0x06, 0x00], [0x12, 0x06, 0x00]),
+            (C::LlpConnectionLost,               [0x20, 0x01, 0x00], [0x20, 0x01, 0x00]),
+            (C::MpaCrcError,                     [0x20, 0x02, 0x00], [0x20, 0x02, 0x00]),
+            (C::MpaMarkerError,                  [0x20, 0x03, 0x00], [0x20, 0x03, 0x00]),
+            (C::MpaInvalidReqRep,                [0x20, 0x04, 0x00], [0x20, 0x04, 0x00]),
+            (C::MpaLocalCatastrophic,            [0x20, 0x05, 0x00], [0x20, 0x05, 0x00]),
+            (C::MpaInsufficientIrd,              [0x20, 0x06, 0x00], [0x20, 0x06, 0x00]),
+            (C::MpaNoMatchingRtr,                [0x20, 0x07, 0x00], [0x20, 0x07, 0x00]),
+        ];
+        assert_eq!(expect.len(), TerminateCause::all().count());
+        for (cause, send, rreq) in expect {
+            for (off, want) in [(send_prefix(), send), (read_request_prefix(), rreq)] {
+                let mut b = [0u8; MAX_BODY_LEN];
+                let n = TerminateRepr::for_cause(cause, &off)
+                    .emit_body(&mut b)
+                    .unwrap();
+                assert_eq!(b[..3], want, "{cause:?}");
+                assert_eq!(b[3], 0);
+                let extra = if want[2] & 0x40 != 0 { 20 } else { 0 }
+                    + if want[2] & 0x20 != 0 { 28 } else { 0 };
+                assert_eq!(n, 4 + extra, "{cause:?}");
+            }
+        }
+    }
+
     #[test]
     fn concrete_bytes() {
         // DDP untagged "no buffer" about a 100-byte Send.

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use oncrpc::{Channel, ClientCore, Payload, Piece, ReplyOutcome, Request, RpcError};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::AbortHandle;
 use tracing::{debug, info_span, warn, Instrument};
 
@@ -62,6 +62,9 @@ struct State {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
+    /// Wakes the writer when the reader has ended, so that it closes the
+    /// socket rather than keep a half-dead connection open.
+    reader_done: Notify,
 }
 
 impl Shared {
@@ -137,6 +140,7 @@ impl TcpChannel {
                 core: ClientCore::new(),
                 closed: false,
             }),
+            reader_done: Notify::new(),
         });
         let (read_half, write_half) = stream.into_split();
         let (writes, write_rx) = mpsc::unbounded_channel();
@@ -262,6 +266,7 @@ async fn read_replies(read_half: OwnedReadHalf, limits: RecordLimits, shared: Ar
         }
     };
     shared.fail_all(&why);
+    shared.reader_done.notify_one();
 }
 
 /// Sends call records, batching those queued together.
@@ -270,8 +275,20 @@ async fn write_calls(
     mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
     shared: Arc<Shared>,
 ) {
+    use tokio::io::AsyncWriteExt;
     let mut chain = VecDeque::new();
-    while let Some(first) = rx.recv().await {
+    loop {
+        let first = tokio::select! {
+            next = rx.recv() => match next {
+                Some(first) => first,
+                None => return, // the channel was dropped
+            },
+            _ = shared.reader_done.notified() => {
+                // The connection is dead or broken: close our side too.
+                let _ = w.shutdown().await;
+                return;
+            }
+        };
         chain.extend(first);
         while chain.len() < 1024 {
             match rx.try_recv() {
@@ -279,7 +296,12 @@ async fn write_calls(
                 Err(_) => break,
             }
         }
-        if let Err(e) = write_chain(&mut w, &mut chain).await {
+        let written = tokio::select! {
+            r = write_chain(&mut w, &mut chain) => r,
+            // A peer that stopped reading must not keep us here.
+            _ = shared.reader_done.notified() => return,
+        };
+        if let Err(e) = written {
             warn!(error = %e, "write failed; closing connection");
             shared.fail_all("write failed");
             // Closing our side makes the server drop the connection.

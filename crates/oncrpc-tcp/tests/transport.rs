@@ -95,130 +95,145 @@ fn data(len: usize) -> Bytes {
 
 #[tokio::test]
 async fn echo_sizes_single_and_multi_fragment() {
-    // Small fragments both ways: calls and replies span many fragments
-    // (16 MiB in 4 KiB fragments is 4096 fragments, within the default
-    // limit of 16384 per record).
-    let (addr, stop, task) = start(ServerConfig {
-        max_fragment_size: 4096,
-        ..Default::default()
-    })
-    .await;
-    let small = TcpChannel::connect_with(
-        addr,
-        ClientConfig {
-            max_fragment_size: 777,
+    within(async {
+        // Small fragments both ways: calls and replies span many fragments
+        // (16 MiB in 4 KiB fragments is 4096 fragments, within the default
+        // limit of 16384 per record).
+        let (addr, stop, task) = start(ServerConfig {
+            max_fragment_size: 4096,
             ..Default::default()
-        },
-    )
+        })
+        .await;
+        let small = TcpChannel::connect_with(
+            addr,
+            ClientConfig {
+                max_fragment_size: 777,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let big = TcpChannel::connect(addr).await.unwrap();
+        for len in [0, 1, 3, 4, 5, 776, 777, 778, 4095, 4096, 4097, 100_003] {
+            let d = data(len);
+            assert_eq!(echo(&small, d.clone()).await.unwrap(), d, "len {len}");
+            assert_eq!(echo(&big, d.clone()).await.unwrap(), d, "len {len}");
+        }
+        let d = data(16 << 20);
+        assert_eq!(echo(&big, d.clone()).await.unwrap(), d);
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
     .await
-    .unwrap();
-    let big = TcpChannel::connect(addr).await.unwrap();
-    for len in [0, 1, 3, 4, 5, 776, 777, 778, 4095, 4096, 4097, 100_003] {
-        let d = data(len);
-        assert_eq!(echo(&small, d.clone()).await.unwrap(), d, "len {len}");
-        assert_eq!(echo(&big, d.clone()).await.unwrap(), d, "len {len}");
-    }
-    let d = data(16 << 20);
-    assert_eq!(echo(&big, d.clone()).await.unwrap(), d);
-    stop.shutdown();
-    task.await.unwrap().unwrap();
 }
 
 #[tokio::test]
 async fn replies_complete_out_of_order() {
-    let (addr, stop, task) = start(ServerConfig::default()).await;
-    let ch = Arc::new(TcpChannel::connect(addr).await.unwrap());
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    for ms in [400u32, 0] {
-        let (ch, tx) = (ch.clone(), tx.clone());
-        tokio::spawn(async move {
-            let r = ch.call(sleep_req(ms)).await.unwrap();
-            tx.send(xdr::XdrRead::u32(&mut r.decoder()).unwrap())
-                .unwrap();
-        });
-        // Make sure the slow call is sent first.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(rx.recv().await, Some(0));
-    assert_eq!(rx.recv().await, Some(400));
-    stop.shutdown();
-    task.await.unwrap().unwrap();
+    within(async {
+        let (addr, stop, task) = start(ServerConfig::default()).await;
+        let ch = Arc::new(TcpChannel::connect(addr).await.unwrap());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for ms in [400u32, 0] {
+            let (ch, tx) = (ch.clone(), tx.clone());
+            tokio::spawn(async move {
+                let r = ch.call(sleep_req(ms)).await.unwrap();
+                tx.send(xdr::XdrRead::u32(&mut r.decoder()).unwrap())
+                    .unwrap();
+            });
+            // Make sure the slow call is sent first.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(rx.recv().await, Some(0));
+        assert_eq!(rx.recv().await, Some(400));
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
+    .await
 }
 
 #[tokio::test]
 async fn timeout_leaves_connection_usable() {
-    let (addr, stop, task) = start(ServerConfig::default()).await;
-    let ch = TcpChannel::connect(addr).await.unwrap();
-    let r = ch
-        .call(sleep_req(300).with_timeout(Duration::from_millis(30)))
-        .await;
-    assert!(matches!(r, Err(RpcError::Timeout)), "{r:?}");
-    assert_eq!(ch.outstanding(), 0);
-    // The late reply is ignored; the connection carries on.
-    tokio::time::sleep(Duration::from_millis(350)).await;
-    assert_eq!(echo(&ch, data(10)).await.unwrap(), data(10));
-    assert!(!ch.is_closed());
-    stop.shutdown();
-    task.await.unwrap().unwrap();
+    within(async {
+        let (addr, stop, task) = start(ServerConfig::default()).await;
+        let ch = TcpChannel::connect(addr).await.unwrap();
+        let r = ch
+            .call(sleep_req(300).with_timeout(Duration::from_millis(30)))
+            .await;
+        assert!(matches!(r, Err(RpcError::Timeout)), "{r:?}");
+        assert_eq!(ch.outstanding(), 0);
+        // The late reply is ignored; the connection carries on.
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert_eq!(echo(&ch, data(10)).await.unwrap(), data(10));
+        assert!(!ch.is_closed());
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
+    .await
 }
 
 #[tokio::test]
 async fn errors_from_the_server_are_typed() {
-    let (addr, stop, task) = start(ServerConfig::default()).await;
-    let ch = TcpChannel::connect(addr).await.unwrap();
-    let r = ch.call(Request::new(PROG, 1, 99, Payload::new())).await;
-    assert!(matches!(r, Err(RpcError::ProcUnavail)), "{r:?}");
-    let r = ch.call(Request::new(PROG, 7, NULL, Payload::new())).await;
-    assert!(
-        matches!(r, Err(RpcError::ProgMismatch { low: 1, high: 1 })),
-        "{r:?}"
-    );
-    let r = ch
-        .call(Request::new(PROG + 1, 1, NULL, Payload::new()))
-        .await;
-    assert!(matches!(r, Err(RpcError::ProgUnavail)), "{r:?}");
-    let r = ch.call(Request::new(PROG, 1, ECHO, Payload::new())).await;
-    assert!(matches!(r, Err(RpcError::GarbageArgs)), "{r:?}");
-    stop.shutdown();
-    task.await.unwrap().unwrap();
+    within(async {
+        let (addr, stop, task) = start(ServerConfig::default()).await;
+        let ch = TcpChannel::connect(addr).await.unwrap();
+        let r = ch.call(Request::new(PROG, 1, 99, Payload::new())).await;
+        assert!(matches!(r, Err(RpcError::ProcUnavail)), "{r:?}");
+        let r = ch.call(Request::new(PROG, 7, NULL, Payload::new())).await;
+        assert!(
+            matches!(r, Err(RpcError::ProgMismatch { low: 1, high: 1 })),
+            "{r:?}"
+        );
+        let r = ch
+            .call(Request::new(PROG + 1, 1, NULL, Payload::new()))
+            .await;
+        assert!(matches!(r, Err(RpcError::ProgUnavail)), "{r:?}");
+        let r = ch.call(Request::new(PROG, 1, ECHO, Payload::new())).await;
+        assert!(matches!(r, Err(RpcError::GarbageArgs)), "{r:?}");
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
+    .await
 }
 
 /// A "server" that reads one call record and then drops the connection.
 #[tokio::test]
 async fn connection_loss_fails_outstanding_calls() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        let (sock, _) = listener.accept().await.unwrap();
-        let mut reader = RecordReader::new(sock, RecordLimits::default());
-        let _ = reader.next_record().await.unwrap();
-        // Dropping the reader closes the socket.
-    });
-    let ch = Arc::new(
-        TcpChannel::connect_with(
-            addr,
-            ClientConfig {
-                default_timeout: None,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap(),
-    );
-    let calls: Vec<_> = (0..5)
-        .map(|_| {
-            let ch = ch.clone();
-            tokio::spawn(async move { ch.call(sleep_req(1)).await })
-        })
-        .collect();
-    server.await.unwrap();
-    for c in calls {
-        let r = c.await.unwrap();
+    within(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (sock, _) = listener.accept().await.unwrap();
+            let mut reader = RecordReader::new(sock, RecordLimits::default());
+            let _ = reader.next_record().await.unwrap();
+            // Dropping the reader closes the socket.
+        });
+        let ch = Arc::new(
+            TcpChannel::connect_with(
+                addr,
+                ClientConfig {
+                    default_timeout: None,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap(),
+        );
+        let calls: Vec<_> = (0..5)
+            .map(|_| {
+                let ch = ch.clone();
+                tokio::spawn(async move { ch.call(sleep_req(1)).await })
+            })
+            .collect();
+        server.await.unwrap();
+        for c in calls {
+            let r = c.await.unwrap();
+            assert!(matches!(r, Err(RpcError::ConnectionLost)), "{r:?}");
+        }
+        assert!(ch.is_closed());
+        let r = ch.call(Request::new(PROG, 1, NULL, Payload::new())).await;
         assert!(matches!(r, Err(RpcError::ConnectionLost)), "{r:?}");
-    }
-    assert!(ch.is_closed());
-    let r = ch.call(Request::new(PROG, 1, NULL, Payload::new())).await;
-    assert!(matches!(r, Err(RpcError::ConnectionLost)), "{r:?}");
+    })
+    .await
 }
 
 /// Reads until the peer closes; true if it closed (EOF or reset) within 5 s.
@@ -236,138 +251,150 @@ async fn closed_by_peer(sock: &mut TcpStream) -> bool {
 
 #[tokio::test]
 async fn misbehaving_connections_are_closed_alone() {
-    let (addr, stop, task) = start(ServerConfig {
-        limits: RecordLimits {
-            max_record_size: 1 << 20,
-            max_fragments: 64,
-        },
-        ..Default::default()
+    within(async {
+        let (addr, stop, task) = start(ServerConfig {
+            limits: RecordLimits {
+                max_record_size: 1 << 20,
+                max_fragments: 64,
+            },
+            ..Default::default()
+        })
+        .await;
+        let good = TcpChannel::connect(addr).await.unwrap();
+        assert_eq!(echo(&good, data(100)).await.unwrap(), data(100));
+
+        // 1. A fragment header announcing more than the record limit.
+        let mut oversize = TcpStream::connect(addr).await.unwrap();
+        oversize
+            .write_all(&(0x8000_0000u32 | (2 << 20)).to_be_bytes())
+            .await
+            .unwrap();
+        assert!(
+            closed_by_peer(&mut oversize).await,
+            "oversize record not closed"
+        );
+
+        // 2. Fragments that add up past the limit.
+        let mut creeping = TcpStream::connect(addr).await.unwrap();
+        let chunk = vec![0u8; 600 << 10];
+        let mut wire = Vec::new();
+        for _ in 0..2 {
+            wire.extend_from_slice(&((600u32) << 10).to_be_bytes());
+            wire.extend_from_slice(&chunk);
+        }
+        let _ = creeping.write_all(&wire).await;
+        assert!(
+            closed_by_peer(&mut creeping).await,
+            "over-limit record not closed"
+        );
+
+        // 3. A flood of empty non-last fragments.
+        let mut flood = TcpStream::connect(addr).await.unwrap();
+        let _ = flood.write_all(&[0u8; 4 * 100]).await;
+        assert!(
+            closed_by_peer(&mut flood).await,
+            "fragment flood not closed"
+        );
+
+        // Meanwhile the well-behaved connection is unaffected.
+        assert_eq!(echo(&good, data(5000)).await.unwrap(), data(5000));
+        let fresh = TcpChannel::connect(addr).await.unwrap();
+        assert_eq!(echo(&fresh, data(7)).await.unwrap(), data(7));
+        stop.shutdown();
+        task.await.unwrap().unwrap();
     })
-    .await;
-    let good = TcpChannel::connect(addr).await.unwrap();
-    assert_eq!(echo(&good, data(100)).await.unwrap(), data(100));
-
-    // 1. A fragment header announcing more than the record limit.
-    let mut oversize = TcpStream::connect(addr).await.unwrap();
-    oversize
-        .write_all(&(0x8000_0000u32 | (2 << 20)).to_be_bytes())
-        .await
-        .unwrap();
-    assert!(
-        closed_by_peer(&mut oversize).await,
-        "oversize record not closed"
-    );
-
-    // 2. Fragments that add up past the limit.
-    let mut creeping = TcpStream::connect(addr).await.unwrap();
-    let chunk = vec![0u8; 600 << 10];
-    let mut wire = Vec::new();
-    for _ in 0..2 {
-        wire.extend_from_slice(&((600u32) << 10).to_be_bytes());
-        wire.extend_from_slice(&chunk);
-    }
-    let _ = creeping.write_all(&wire).await;
-    assert!(
-        closed_by_peer(&mut creeping).await,
-        "over-limit record not closed"
-    );
-
-    // 3. A flood of empty non-last fragments.
-    let mut flood = TcpStream::connect(addr).await.unwrap();
-    let _ = flood.write_all(&[0u8; 4 * 100]).await;
-    assert!(
-        closed_by_peer(&mut flood).await,
-        "fragment flood not closed"
-    );
-
-    // Meanwhile the well-behaved connection is unaffected.
-    assert_eq!(echo(&good, data(5000)).await.unwrap(), data(5000));
-    let fresh = TcpChannel::connect(addr).await.unwrap();
-    assert_eq!(echo(&fresh, data(7)).await.unwrap(), data(7));
-    stop.shutdown();
-    task.await.unwrap().unwrap();
+    .await
 }
 
 #[tokio::test]
 async fn garbage_record_is_dropped_and_connection_kept() {
-    let (addr, stop, task) = start(ServerConfig::default()).await;
-    let sock = TcpStream::connect(addr).await.unwrap();
-    let (rd, mut wr) = sock.into_split();
-    let enc = RecordEncoder::default();
-    // Not an RPC call (too short to hold a header): no reply.
-    wr.write_all(&enc.encode_to_vec(&[Bytes::from_static(b"junk")]))
-        .await
-        .unwrap();
-    // Then a valid NULL call on the same connection is answered.
-    let call = Request::new(PROG, 1, NULL, Payload::new()).encode(0x1234_5678);
-    wr.write_all(&enc.encode_to_vec(&[call.flatten()]))
-        .await
-        .unwrap();
-    let mut reader = RecordReader::new(rd, RecordLimits::default());
-    let reply = tokio::time::timeout(Duration::from_secs(5), reader.next_record())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let reply = reply.into_contiguous();
-    // xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS.
-    let mut want = BytesMut::new();
-    for w in [0x1234_5678u32, 1, 0, 0, 0, 0] {
-        want.extend_from_slice(&w.to_be_bytes());
-    }
-    assert_eq!(&reply[..], &want[..]);
-    stop.shutdown();
-    task.await.unwrap().unwrap();
+    within(async {
+        let (addr, stop, task) = start(ServerConfig::default()).await;
+        let sock = TcpStream::connect(addr).await.unwrap();
+        let (rd, mut wr) = sock.into_split();
+        let enc = RecordEncoder::default();
+        // Not an RPC call (too short to hold a header): no reply.
+        wr.write_all(&enc.encode_to_vec(&[Bytes::from_static(b"junk")]))
+            .await
+            .unwrap();
+        // Then a valid NULL call on the same connection is answered.
+        let call = Request::new(PROG, 1, NULL, Payload::new()).encode(0x1234_5678);
+        wr.write_all(&enc.encode_to_vec(&[call.flatten()]))
+            .await
+            .unwrap();
+        let mut reader = RecordReader::new(rd, RecordLimits::default());
+        let reply = tokio::time::timeout(Duration::from_secs(5), reader.next_record())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let reply = reply.into_contiguous();
+        // xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS.
+        let mut want = BytesMut::new();
+        for w in [0x1234_5678u32, 1, 0, 0, 0, 0] {
+            want.extend_from_slice(&w.to_be_bytes());
+        }
+        assert_eq!(&reply[..], &want[..]);
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
+    .await
 }
 
 #[tokio::test]
 async fn graceful_shutdown_finishes_calls_in_progress() {
-    let (addr, stop, task) = start(ServerConfig::default()).await;
-    let ch = Arc::new(TcpChannel::connect(addr).await.unwrap());
-    let slow = {
-        let ch = ch.clone();
-        tokio::spawn(async move { ch.call(sleep_req(300)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    stop.shutdown();
-    let r = slow.await.unwrap().unwrap();
-    assert_eq!(xdr::XdrRead::u32(&mut r.decoder()).unwrap(), 300);
-    tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .expect("server did not stop")
-        .unwrap()
-        .unwrap();
-    // The listener is gone.
-    assert!(TcpStream::connect(addr).await.is_err());
+    within(async {
+        let (addr, stop, task) = start(ServerConfig::default()).await;
+        let ch = Arc::new(TcpChannel::connect(addr).await.unwrap());
+        let slow = {
+            let ch = ch.clone();
+            tokio::spawn(async move { ch.call(sleep_req(300)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.shutdown();
+        let r = slow.await.unwrap().unwrap();
+        assert_eq!(xdr::XdrRead::u32(&mut r.decoder()).unwrap(), 300);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("server did not stop")
+            .unwrap()
+            .unwrap();
+        // The listener is gone.
+        assert!(TcpStream::connect(addr).await.is_err());
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_outstanding_calls_on_one_connection() {
-    let (addr, stop, task) = start(ServerConfig {
-        max_calls_per_connection: 16,
-        ..Default::default()
+    within(async {
+        let (addr, stop, task) = start(ServerConfig {
+            max_calls_per_connection: 16,
+            ..Default::default()
+        })
+        .await;
+        let ch = Arc::new(TcpChannel::connect(addr).await.unwrap());
+        let mut tasks = Vec::new();
+        for i in 0..300usize {
+            let ch = ch.clone();
+            tasks.push(tokio::spawn(async move {
+                if i % 3 == 0 {
+                    let r = ch.call(sleep_req((i % 7) as u32)).await.unwrap();
+                    assert_eq!(xdr::XdrRead::u32(&mut r.decoder()).unwrap(), (i % 7) as u32);
+                } else {
+                    let d = data(i * 97);
+                    assert_eq!(echo(&ch, d.clone()).await.unwrap(), d);
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(ch.outstanding(), 0);
+        stop.shutdown();
+        task.await.unwrap().unwrap();
     })
-    .await;
-    let ch = Arc::new(TcpChannel::connect(addr).await.unwrap());
-    let mut tasks = Vec::new();
-    for i in 0..300usize {
-        let ch = ch.clone();
-        tasks.push(tokio::spawn(async move {
-            if i % 3 == 0 {
-                let r = ch.call(sleep_req((i % 7) as u32)).await.unwrap();
-                assert_eq!(xdr::XdrRead::u32(&mut r.decoder()).unwrap(), (i % 7) as u32);
-            } else {
-                let d = data(i * 97);
-                assert_eq!(echo(&ch, d.clone()).await.unwrap(), d);
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(ch.outstanding(), 0);
-    stop.shutdown();
-    task.await.unwrap().unwrap();
+    .await
 }
 
 /// A peer that sends calls but does not read the replies is no longer read
@@ -375,44 +402,96 @@ async fn many_outstanding_calls_on_one_connection() {
 /// server's memory stays bounded, and the peer's writes block.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_not_reading_replies_is_throttled() {
-    let (addr, stop, task) = start(ServerConfig {
-        max_calls_per_connection: 2,
-        ..Default::default()
-    })
-    .await;
-    let sock = TcpStream::connect(addr).await.unwrap();
-    let (rd, mut wr) = sock.into_split();
-    const CALLS: u32 = 64;
-    let payload = data(1 << 20);
-    let writer = tokio::spawn(async move {
-        let enc = RecordEncoder::default();
-        for xid in 1..=CALLS {
-            let call = echo_req(payload.clone()).encode(xid);
-            let chunks: Vec<Bytes> = call.xdr_chunks().collect();
-            wr.write_all(&enc.encode_to_vec(&chunks)).await.unwrap();
+    within(async {
+        let (addr, stop, task) = start(ServerConfig {
+            max_calls_per_connection: 2,
+            ..Default::default()
+        })
+        .await;
+        let sock = TcpStream::connect(addr).await.unwrap();
+        let (rd, mut wr) = sock.into_split();
+        const CALLS: u32 = 64;
+        let payload = data(1 << 20);
+        let writer = tokio::spawn(async move {
+            let enc = RecordEncoder::default();
+            for xid in 1..=CALLS {
+                let call = echo_req(payload.clone()).encode(xid);
+                let chunks: Vec<Bytes> = call.xdr_chunks().collect();
+                wr.write_all(&enc.encode_to_vec(&chunks)).await.unwrap();
+            }
+            wr
+        });
+        // 64 MiB of calls cannot all be buffered by the kernel: if the server
+        // kept reading, the writes would complete.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!writer.is_finished(), "server kept reading calls");
+        // Reading the replies lets everything through, every reply intact.
+        let mut reader = RecordReader::new(rd, RecordLimits::default());
+        let mut xids = Vec::new();
+        for _ in 0..CALLS {
+            let reply = tokio::time::timeout(Duration::from_secs(20), reader.next_record())
+                .await
+                .expect("reply")
+                .unwrap()
+                .unwrap()
+                .into_contiguous();
+            assert_eq!(reply.len(), 24 + 4 + (1 << 20));
+            xids.push(u32::from_be_bytes(reply[..4].try_into().unwrap()));
         }
-        wr
-    });
-    // 64 MiB of calls cannot all be buffered by the kernel: if the server
-    // kept reading, the writes would complete.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!writer.is_finished(), "server kept reading calls");
-    // Reading the replies lets everything through, every reply intact.
-    let mut reader = RecordReader::new(rd, RecordLimits::default());
-    let mut xids = Vec::new();
-    for _ in 0..CALLS {
-        let reply = tokio::time::timeout(Duration::from_secs(20), reader.next_record())
+        xids.sort_unstable();
+        assert_eq!(xids, (1..=CALLS).collect::<Vec<_>>());
+        drop(writer.await.unwrap());
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
+    .await
+}
+
+/// A server whose reply breaks the client's record limit: the client closes
+/// the connection and the call fails with `ConnectionLost`.
+#[tokio::test]
+async fn oversize_reply_closes_the_client_connection() {
+    within(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (sock, _) = listener.accept().await.unwrap();
+            let (rd, mut wr) = sock.into_split();
+            let mut reader = RecordReader::new(rd, RecordLimits::default());
+            let _ = reader.next_record().await.unwrap();
+            // Announce a 1 GiB reply, then wait for the client to hang up.
+            wr.write_all(&(0x8000_0000u32 | (1 << 30)).to_be_bytes())
+                .await
+                .unwrap();
+            reader.next_record().await
+        });
+        let ch = TcpChannel::connect_with(
+            addr,
+            ClientConfig {
+                limits: RecordLimits {
+                    max_record_size: 1 << 20,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let r = ch.call(Request::new(PROG, 1, NULL, Payload::new())).await;
+        assert!(matches!(r, Err(RpcError::ConnectionLost)), "{r:?}");
+        assert!(ch.is_closed());
+        // The client really closed the socket: the server sees the end.
+        let end = tokio::time::timeout(Duration::from_secs(5), server)
             .await
-            .expect("reply")
-            .unwrap()
-            .unwrap()
-            .into_contiguous();
-        assert_eq!(reply.len(), 24 + 4 + (1 << 20));
-        xids.push(u32::from_be_bytes(reply[..4].try_into().unwrap()));
-    }
-    xids.sort_unstable();
-    assert_eq!(xids, (1..=CALLS).collect::<Vec<_>>());
-    drop(writer.await.unwrap());
-    stop.shutdown();
-    task.await.unwrap().unwrap();
+            .expect("client kept the connection open");
+        assert!(matches!(end.unwrap(), Ok(None)));
+    })
+    .await
+}
+
+/// Fails the test instead of hanging when something never completes.
+async fn within<F: std::future::Future>(test: F) -> F::Output {
+    tokio::time::timeout(std::time::Duration::from_secs(60), test)
+        .await
+        .expect("test did not finish within 60 s")
 }

@@ -1,4 +1,10 @@
 //! `rpcrdma serve`: serve the RDMATEST program until SIGINT or SIGTERM.
+//!
+//! Each `--*-listen` option starts one server per occurrence, all sharing
+//! one `Dispatcher`. To add a transport: add its option to [`ServeArgs`] in
+//! the `listeners` group, a `start_*` function returning a [`Running`], and
+//! a loop over the option in [`run`]. Readiness is announced on stdout as
+//! `rpcrdma: listening on <transport> <address> (...)`, flushed.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -9,6 +15,7 @@ use oncrpc::Dispatcher;
 use oncrpc_tcp::record::RecordLimits;
 use oncrpc_tcp::{ServerConfig, TcpServer};
 use rdmatest::RdmatestServer;
+use tokio::task::JoinHandle;
 
 use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 
@@ -55,46 +62,73 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..Default::default()
     });
     let dispatcher = Arc::new(Dispatcher::builder().service(service).build());
-    let tcp_config = ServerConfig {
-        limits: RecordLimits {
-            max_record_size: args.max_record,
-            ..RecordLimits::default()
-        },
-        max_calls_per_connection: args.max_calls_per_connection,
-        ..ServerConfig::default()
-    };
-    let tcp_config = ServerConfig {
-        max_fragment_size: args.max_fragment.unwrap_or(tcp_config.max_fragment_size),
-        ..tcp_config
-    };
+    let about = format!(
+        "RDMATEST program {}, version {}, max data {}",
+        rdmatest::PROGRAM,
+        rdmatest::VERSION,
+        format_size(args.max_data.into())
+    );
 
+    // Every listener of every transport becomes one `Running` server; a new
+    // transport adds its option to the `listeners` group and a `start_*`.
     let mut running = Vec::new();
     for addr in &args.tcp_listen {
-        let server = TcpServer::bind(addr.as_str(), dispatcher.clone(), tcp_config.clone())
-            .await
-            .with_context(|| format!("cannot listen on tcp {addr}"))?;
-        let local = server.local_addr()?;
-        let handle = server.shutdown_handle();
-        running.push((format!("tcp {local}"), handle, tokio::spawn(server.run())));
-        announce(&format!(
-            "rpcrdma: listening on tcp {local} (RDMATEST program {}, version {}, max data {})",
-            rdmatest::PROGRAM,
-            rdmatest::VERSION,
-            format_size(args.max_data.into())
-        ))?;
+        let server = start_tcp(addr, &args, dispatcher.clone()).await?;
+        announce(&format!("rpcrdma: listening on {} ({about})", server.name))?;
+        running.push(server);
     }
 
     let signal = stop.recv().await;
     eprintln!("rpcrdma: {signal}: shutting down");
-    for (_, handle, _) in &running {
-        handle.shutdown();
+    for server in &running {
+        (server.stop)();
     }
-    for (name, _, task) in running {
-        task.await
-            .with_context(|| format!("server {name} panicked"))?
-            .with_context(|| format!("server {name} failed"))?;
+    for server in running {
+        server
+            .task
+            .await
+            .with_context(|| format!("server {} panicked", server.name))?
+            .with_context(|| format!("server {} failed", server.name))?;
     }
     Ok(())
+}
+
+/// A started server of some transport.
+struct Running {
+    /// "tcp 127.0.0.1:20049" and the like: transport and bound address.
+    name: String,
+    /// Asks the server to stop gracefully.
+    stop: Box<dyn Fn() + Send + Sync>,
+    /// Completes when the server has stopped.
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+/// Binds an ONC RPC over TCP server on `addr`.
+async fn start_tcp(
+    addr: &str,
+    args: &ServeArgs,
+    dispatcher: Arc<Dispatcher>,
+) -> anyhow::Result<Running> {
+    let defaults = ServerConfig::default();
+    let config = ServerConfig {
+        limits: RecordLimits {
+            max_record_size: args.max_record,
+            ..RecordLimits::default()
+        },
+        max_fragment_size: args.max_fragment.unwrap_or(defaults.max_fragment_size),
+        max_calls_per_connection: args.max_calls_per_connection,
+        ..defaults
+    };
+    let server = TcpServer::bind(addr, dispatcher, config)
+        .await
+        .with_context(|| format!("cannot listen on tcp {addr}"))?;
+    let local = server.local_addr()?;
+    let handle = server.shutdown_handle();
+    Ok(Running {
+        name: format!("tcp {local}"),
+        stop: Box::new(move || handle.shutdown()),
+        task: tokio::spawn(async move { Ok(server.run().await?) }),
+    })
 }
 
 /// Prints a line on stdout and flushes it at once (scripts wait for it).

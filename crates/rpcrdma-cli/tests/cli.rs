@@ -89,6 +89,18 @@ fn multi_fragment_records_both_ways() {
 }
 
 #[test]
+fn ipv6_loopback() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("NOTE: no IPv6 loopback on this machine; ipv6_loopback checks nothing");
+        return;
+    }
+    let server = Server::start_on("[::1]:0", &[]);
+    assert!(server.addr.is_ipv6());
+    let out = call_ok(&server.url(), &["get2", "1k", "2k"]);
+    assert!(out.contains("tcp://[::1]:"), "{out}");
+}
+
+#[test]
 fn sigint_and_sigterm_exit_cleanly() {
     for signal in ["INT", "TERM"] {
         let server = Server::start(&[]);

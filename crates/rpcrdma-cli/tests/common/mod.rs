@@ -20,8 +20,13 @@ impl Server {
     /// Starts `rpcrdma serve --tcp-listen 127.0.0.1:0 EXTRA...` and waits
     /// for its "listening" line.
     pub fn start(extra: &[&str]) -> Server {
+        Self::start_on("127.0.0.1:0", extra)
+    }
+
+    /// Starts `rpcrdma serve --tcp-listen LISTEN EXTRA...`.
+    pub fn start_on(listen: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
-            .args(["serve", "--tcp-listen", "127.0.0.1:0"])
+            .args(["serve", "--tcp-listen", listen])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -1,6 +1,6 @@
 //! CRC32c (Castagnoli) as MPA uses it.
 //!
-//! RFC 5044 §4.3 / §6: every FPDU carries a CRC32c (the iSCSI polynomial
+//! RFC 5044: every FPDU carries a CRC32c (the iSCSI polynomial
 //! `0x1EDC6F41`, reflected, initial value and final XOR `0xFFFFFFFF`)
 //! computed over ULPDU_Length, ULPDU, PAD (and markers) in stream order.
 //!

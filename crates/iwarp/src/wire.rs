@@ -15,6 +15,13 @@
 //!   (RFC 5040 §7, RFC 5041 §7, RFC 5044 §8, RFC 6581).
 //! * [`sgl`] — slicing a scatter/gather list of payload buffers.
 //!
+//! Sources: byte layouts follow /work/shared/specs/spec-digest.md §5 and
+//! were checked against Linux siw (`iwarp.h`, `siw_qp.c`), Wireshark's
+//! iWARP dissectors, and tshark decoding our own output
+//! (`tests/wire_tshark.rs`). The full RFC texts were not at hand: RFC
+//! section numbers in these docs are given from the RFCs' structure as
+//! recalled and may be off by a subsection.
+//!
 //! Every parser is total: any input yields a value or an [`Error`], never a
 //! panic, and nothing is allocated on a peer's say-so.
 

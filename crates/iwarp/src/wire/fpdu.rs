@@ -1,4 +1,4 @@
-//! MPA FPDU framing (RFC 5044 §4.1–§4.4, markers not supported).
+//! MPA FPDU framing (RFC 5044 §4, markers not supported).
 //!
 //! ```text
 //! | ULPDU_Length (2) | ULPDU (DDP header + payload) | PAD (0-3) | CRC32c (4) |
@@ -31,7 +31,7 @@ use crate::crc::{self, Crc32c};
 pub const ULPDU_LENGTH_LEN: usize = 2;
 /// Length of the CRC field.
 pub const CRC_LEN: usize = 4;
-/// Smallest possible FPDU (RFC 5044 §4.1).
+/// Smallest possible FPDU (RFC 5044).
 pub const MIN_FPDU_LEN: usize = 8;
 /// Largest ULPDU_Length value.
 pub const MAX_ULPDU_LEN: usize = u16::MAX as usize;
@@ -52,7 +52,7 @@ pub const fn fpdu_len(ulpdu_len: usize) -> usize {
 }
 
 /// MULPDU — the largest ULPDU MPA accepts from DDP — for an effective MSS
-/// (RFC 5044 §8.1):
+/// (RFC 5044):
 /// markers off: `EMSS − (6 + EMSS mod 4)`;
 /// markers on: `EMSS − (6 + 4·⌈EMSS/512⌉ + EMSS mod 4)`.
 /// Capped at 65535 (ULPDU_Length is 16 bits); 0 for absurdly small MSS.
@@ -65,7 +65,7 @@ pub fn mulpdu(emss: usize, markers: bool) -> usize {
 /// Errors detected while deframing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum FpduError {
-    /// The received CRC does not match the computed one (RFC 5044 §8:
+    /// The received CRC does not match the computed one (RFC 5044 error handling:
     /// drop the FPDU, report, close).
     #[error("MPA CRC mismatch: computed {computed:#010x}, received {received:#010x}")]
     CrcMismatch {

@@ -1,5 +1,5 @@
 //! MPA connection setup frames: RFC 5044 §7.1 Request/Reply, with the
-//! RFC 6581 §3 enhanced-connection IRD/ORD block.
+//! RFC 6581 enhanced-connection IRD/ORD block.
 //!
 //! ```text
 //!  0                   1                   2                   3
@@ -212,7 +212,7 @@ pub fn frame_len_hint(buf: &[u8]) -> Result<Option<usize>, Error> {
     Ok(Some(HEADER_LEN + pd))
 }
 
-/// RFC 6581 §3 IRD/ORD block, the first 4 octets of the private data of an
+/// RFC 6581 IRD/ORD block, the first 4 octets of the private data of an
 /// enhanced frame.
 ///
 /// ```text

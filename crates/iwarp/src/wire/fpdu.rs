@@ -384,14 +384,16 @@ pub struct ParsedFpdu<'a> {
 }
 
 impl ParsedFpdu<'_> {
-    /// The DDP header length (by the T bit).
+    /// The DDP header length (by the T bit; 0 for an empty ULPDU, which
+    /// [`parse_fpdu`] never returns).
     pub fn header_len(&self) -> usize {
-        header_len_for(self.ulpdu[0])
+        self.ulpdu.first().map_or(0, |&c| header_len_for(c))
     }
 
-    /// Payload after the DDP header.
+    /// Payload after the DDP header (empty if the ULPDU is shorter than
+    /// its header, which [`parse_fpdu`] never returns).
     pub fn payload(&self) -> &[u8] {
-        &self.ulpdu[self.header_len()..]
+        self.ulpdu.get(self.header_len()..).unwrap_or(&[])
     }
 }
 

@@ -52,7 +52,8 @@ pub struct Segment<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Segment<T> {
-    /// Wrap without checking.
+    /// Wrap without checking; accessors may panic on short buffers. Prefer
+    /// [`Segment::new_checked`].
     pub fn new_unchecked(buffer: T) -> Self {
         Segment { buffer }
     }

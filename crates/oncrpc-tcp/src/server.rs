@@ -237,22 +237,20 @@ async fn serve_connection<S: RecordService>(
     let mut calls = JoinSet::new();
     let encoder = RecordEncoder::new(config.max_fragment_size);
 
-    let outcome: Result<(), ReadError> = loop {
+    let outcome: Result<(), ConnectionEnd> = loop {
         let permit = tokio::select! {
             p = calls_allowed.clone().acquire_owned() => match p {
                 Ok(p) => p,
                 Err(_) => break Ok(()),
             },
             _ = stop.wait_for(|s| *s) => break Ok(()),
-            _ = &mut writer => {
-                // The writer only ends early when the socket fails.
-                break Ok(());
-            }
+            // The writer only ends early when the socket fails.
+            _ = &mut writer => break Err(ConnectionEnd::WriteFailed),
         };
         let record = tokio::select! {
             r = reader.next_record() => r,
             _ = stop.wait_for(|s| *s) => break Ok(()),
-            _ = &mut writer => break Ok(()),
+            _ = &mut writer => break Err(ConnectionEnd::WriteFailed),
             Some(done) = calls.join_next(), if !calls.is_empty() => {
                 log_call_end(done);
                 continue;
@@ -282,7 +280,7 @@ async fn serve_connection<S: RecordService>(
                 }
             }
             Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
+            Err(e) => break Err(ConnectionEnd::BadInput(e)),
         }
     };
 
@@ -308,13 +306,32 @@ async fn serve_connection<S: RecordService>(
             }
             debug!("connection closed");
         }
-        Err(e) => {
-            // A misbehaving peer: close this connection alone, at once.
-            warn!(error = %e, "closing connection");
+        Err(ConnectionEnd::WriteFailed) => {
+            // Replies can no longer be delivered: stop the calls at once.
+            debug!("connection lost while writing");
+            calls.shutdown().await;
+        }
+        Err(ConnectionEnd::BadInput(e)) => {
+            // A misbehaving peer (or a failed socket): close this connection
+            // alone, at once.
+            match e {
+                ReadError::Record(e) => {
+                    warn!(error = %e, "peer broke record marking; closing connection")
+                }
+                ReadError::Io(e) => debug!(error = %e, "read failed; closing connection"),
+            }
             calls.shutdown().await;
             writer.abort();
         }
     }
+}
+
+/// Why a connection ended early.
+enum ConnectionEnd {
+    /// The peer broke record marking or a limit, or reading failed.
+    BadInput(ReadError),
+    /// Writing a reply failed (the writer task has ended).
+    WriteFailed,
 }
 
 /// Reports a call task that panicked (its caller gets no reply).

@@ -46,7 +46,10 @@ fuzz_target!(|data: &[u8]| {
     let mut again = RecordDecoder::default();
     let mut buf = BytesMut::from(&wire[..]);
     for r in &records {
-        let got = again.decode(&mut buf).expect("re-encoded stream").expect("record");
+        let got = again
+            .decode(&mut buf)
+            .expect("re-encoded stream")
+            .expect("record");
         assert_eq!(got.into_contiguous(), Bytes::clone(r));
     }
     assert!(buf.is_empty());

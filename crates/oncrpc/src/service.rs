@@ -47,6 +47,12 @@ pub enum ProcError {
     /// SYSTEM_ERR: the server failed (e.g. memory allocation).
     #[error("system error")]
     SystemErr,
+    /// The procedure refuses the caller's credential: MSG_DENIED
+    /// AUTH_ERROR with this `auth_stat` (e.g. [`AuthStat::TooWeak`]). For
+    /// checks that do not depend on the procedure, prefer
+    /// [`Service::check_credential`].
+    #[error("authentication error: {0}")]
+    AuthError(AuthStat),
 }
 
 impl From<xdr::Error> for ProcError {
@@ -139,7 +145,7 @@ pub enum DispatchOutcome {
 /// | [`Service::check_credential`] refuses | AUTH_ERROR with its `auth_stat` |
 /// | no service for the program | PROG_UNAVAIL |
 /// | program known, version not | PROG_MISMATCH {lowest, highest registered} |
-/// | [`ProcError`] from the service | PROC_UNAVAIL / GARBAGE_ARGS / SYSTEM_ERR |
+/// | [`ProcError`] from the service | PROC_UNAVAIL / GARBAGE_ARGS / SYSTEM_ERR / AUTH_ERROR |
 ///
 /// RFC 5531 gives no reply for a message that is not a decodable call: the
 /// xid of a truncated header cannot be trusted to name a call, and answering
@@ -264,6 +270,13 @@ impl Dispatcher {
             Err(ProcError::ProcUnavail) => AcceptStat::ProcUnavail,
             Err(ProcError::GarbageArgs) => AcceptStat::GarbageArgs,
             Err(ProcError::SystemErr) => AcceptStat::SystemErr,
+            Err(ProcError::AuthError(s)) => {
+                tracing::debug!(xid, prog, vers, procedure, stat = %s, "procedure refused credential");
+                return DispatchOutcome::Reply(reply_only(ReplyHeader::denied(
+                    xid,
+                    RejectStat::AuthError(s),
+                )));
+            }
         };
         tracing::debug!(xid, prog, vers, procedure, ?stat, "procedure failed");
         DispatchOutcome::Reply(reply_only(ReplyHeader::accepted(xid, stat)))

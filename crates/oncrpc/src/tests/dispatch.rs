@@ -34,6 +34,7 @@ impl Service for Calc {
                 out.u32(a.wrapping_add(b)).u32(call.vers);
             }
             2 => return Err(ProcError::SystemErr),
+            5 => return Err(ProcError::AuthError(AuthStat::RejectedCred)),
             3 => {
                 // Echo a DDP-eligible argument as a DDP-eligible result.
                 let data = d.opaque(1 << 20)?;
@@ -163,6 +164,10 @@ fn proc_unavail_garbage_system_err() {
     assert!(matches!(
         call(Request::new(PROG, 2, 2, Payload::new())),
         Err(RpcError::SystemErr)
+    ));
+    assert!(matches!(
+        call(Request::new(PROG, 2, 5, Payload::new())),
+        Err(RpcError::AuthError(AuthStat::RejectedCred))
     ));
 }
 

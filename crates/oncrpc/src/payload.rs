@@ -11,8 +11,10 @@
 //!   opaque. Its 4-byte length word is the last 4 bytes of the XDR stream
 //!   before it (it stays inline); its XDR roundup pad is *implied* and not
 //!   part of the piece. A transport sending it inline appends the zero pad;
-//!   RPC-over-RDMA moves the piece into a chunk without pad (RFC 8166 §3.4.5:
-//!   "XDR roundup" of a DDP-eligible item is not transferred).
+//!   RPC-over-RDMA moves the piece into a chunk without pad (RFC 8166
+//!   §3.4.4: a reduced item's roundup padding is removed from the Payload
+//!   stream; §3.4.5/§3.4.6: Read chunks SHOULD NOT and Write chunks MUST NOT
+//!   carry it).
 //!
 //! The logical XDR stream of a payload is therefore: each piece's bytes in
 //! order, each `Ddp` piece followed by `pad_len(len)` zero bytes.

@@ -24,8 +24,9 @@ pub enum Error {
         /// Maximum allowed by the caller.
         max: u32,
     },
-    /// The padding after an opaque or string was not zero (RFC 4506 §4.9:
-    /// the residual bytes "MUST be zero"... we enforce it on decode).
+    /// The padding after an opaque or string was not zero. RFC 4506 §3 and
+    /// §4.9 define the residual bytes as zero; this decoder rejects any
+    /// other value.
     #[error("XDR padding is not zero")]
     NonZeroPadding,
     /// A boolean was neither 0 nor 1 (RFC 4506 §4.4).

@@ -20,7 +20,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, debug_span, info, info_span, warn, Instrument};
 
 use crate::io::{write_chain, ReadError, RecordReader};
 use crate::record::{Record, RecordEncoder, RecordLimits, DEFAULT_MAX_FRAGMENT_SIZE};
@@ -260,6 +260,14 @@ async fn serve_connection<S: RecordService>(
             Ok(Some(record)) => {
                 let service = service.clone();
                 let reply_tx = reply_tx.clone();
+                // A span per call, named by the xid when the record starts
+                // with one.
+                let xid = record
+                    .pieces()
+                    .first()
+                    .and_then(|p| oncrpc::msg::peek_xid_and_type(p))
+                    .map(|(xid, _)| xid);
+                let span = debug_span!("call", xid, len = record.len());
                 calls.spawn(
                     async move {
                         if let Some(reply) = service.handle(record, peer).await {
@@ -272,7 +280,7 @@ async fn serve_connection<S: RecordService>(
                             });
                         }
                     }
-                    .in_current_span(),
+                    .instrument(span),
                 );
                 // Reap finished call tasks without waiting.
                 while let Some(done) = calls.try_join_next() {

@@ -105,6 +105,8 @@ struct Slot<D: Device> {
     /// for the reply to return its credit.
     tx: Option<oneshot::Sender<CallResult>>,
     sent: Option<Sent<D>>,
+    /// Taken from the queue and being prepared outside the lock.
+    in_transit: bool,
     retransmits: u32,
 }
 
@@ -236,16 +238,17 @@ impl<D: Device> RdmaClient<D> {
                     bufs,
                     tx: Some(tx),
                     sent: None,
+                    in_transit: false,
                     retransmits: 0,
                 },
             );
             st.queue.push_back(xid);
-            sh.pump(&mut st);
             if st.conn.is_none() {
                 sh.start_reconnect(&mut st);
             }
             xid
         };
+        sh.pump();
         tokio::pin!(rx);
         match tokio::time::timeout(timeout, &mut rx).await {
             Ok(Ok(r)) => r,
@@ -418,7 +421,8 @@ impl<D: Device> Shared<D> {
                 .await;
             sh.conn_lost(c2);
         });
-        self.pump(&mut st);
+        drop(st);
+        self.pump();
     }
 
     fn close(&self) {
@@ -555,6 +559,7 @@ impl<D: Device> Shared<D> {
             return;
         };
         match &mut slot.sent {
+            None if slot.in_transit => slot.tx = None,
             None => {
                 st.calls.remove(&xid);
                 st.queue.retain(|&x| x != xid);
@@ -570,59 +575,163 @@ impl<D: Device> Shared<D> {
         }
     }
 
-    /// Sends queued calls while credits allow.
-    fn pump(&self, st: &mut State<D>) {
-        let State {
-            conn,
-            credits,
-            queue,
-            calls,
-            ..
-        } = st;
-        let Some(conn) = conn.clone() else {
-            return;
-        };
-        while credits.can_send() {
-            let Some(xid) = queue.pop_front() else {
-                break;
-            };
-            let Some(slot) = calls.get_mut(&xid) else {
-                continue;
-            };
-            if slot.tx.is_none() {
-                calls.remove(&xid);
-                continue;
-            }
-            match self.transmit(&conn, xid, slot, credits.requested()) {
-                Ok(()) => {
-                    credits.try_send();
+    /// Sends queued calls while credits allow. The expensive part (plan,
+    /// registrations, the Send buffer) runs outside the state lock.
+    fn pump(self: &Arc<Self>) {
+        loop {
+            let (conn, xid, req, bufs, retransmits, credit) = {
+                let mut st = lock(&self.state);
+                let Some(conn) = st.conn.clone() else {
+                    return;
+                };
+                if !st.credits.can_send() {
+                    return;
                 }
-                Err(TransportError::Verbs(e)) if conn.ep.qp.state() != QpState::Connected => {
-                    tracing::debug!(xid, error = %e, "send failed on a dying connection; requeued");
-                    queue.push_front(xid);
-                    break;
+                let Some(xid) = st.queue.pop_front() else {
+                    return;
+                };
+                let credit = st.credits.requested();
+                let Some(slot) = st.calls.get_mut(&xid) else {
+                    continue;
+                };
+                if slot.tx.is_none() {
+                    st.calls.remove(&xid);
+                    continue;
                 }
-                Err(e) => {
-                    if let Some(s) = calls.remove(&xid) {
-                        if let Some(tx) = s.tx {
-                            let _ = tx.send(Err(e.into_rpc()));
+                slot.in_transit = true;
+                let req = shallow_clone(&slot.req);
+                let bufs = std::mem::take(&mut slot.bufs);
+                let retransmits = slot.retransmits;
+                st.credits.try_send();
+                (conn, xid, req, bufs, retransmits, credit)
+            };
+            let prepared = self.prepare(&conn, xid, &req, bufs, credit, retransmits);
+            let mut st = lock(&self.state);
+            let alive = st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) && !conn.ep.is_dead();
+            let State {
+                credits,
+                queue,
+                calls,
+                ..
+            } = &mut *st;
+            let slot = calls.get_mut(&xid);
+            match (slot, prepared) {
+                (Some(slot), Ok(p)) if alive && slot.tx.is_some() => {
+                    slot.in_transit = false;
+                    slot.sent = Some(Sent {
+                        gen: conn.gen,
+                        conn: conn.clone(),
+                        offered: p.offered,
+                        regions: p.regions,
+                        report: p.report,
+                    });
+                    drop(st);
+                    if let Err(e) = conn.ep.post(p.send, vec![p.send_mr], None) {
+                        self.send_failed(&conn, xid, e);
+                    }
+                }
+                (slot, Ok(p)) => {
+                    // Connection changed or caller gave up meanwhile.
+                    if alive {
+                        credits.release();
+                    }
+                    let mut bufs = Vec::new();
+                    release_regions(p.regions, &mut bufs);
+                    match slot {
+                        Some(slot) if slot.tx.is_some() => {
+                            slot.in_transit = false;
+                            restore(&mut slot.bufs, bufs);
+                            queue.push_front(xid);
                         }
+                        Some(_) => {
+                            calls.remove(&xid);
+                        }
+                        None => {}
+                    }
+                    if !alive {
+                        return;
+                    }
+                }
+                (slot, Err((e, bufs))) => {
+                    if alive {
+                        credits.release();
+                    }
+                    let dying = conn.ep.qp.state() != QpState::Connected || !alive;
+                    match slot {
+                        Some(slot) if slot.tx.is_some() && dying => {
+                            slot.in_transit = false;
+                            slot.bufs = bufs;
+                            queue.push_front(xid);
+                            return;
+                        }
+                        Some(_) => {
+                            if let Some(s) = calls.remove(&xid) {
+                                if let Some(tx) = s.tx {
+                                    let _ = tx.send(Err(e.into_rpc()));
+                                }
+                            }
+                        }
+                        None => {}
                     }
                 }
             }
         }
     }
 
-    /// Plans, registers and sends one call.
-    fn transmit(
+    /// Posting the Send of `xid` failed.
+    fn send_failed(self: &Arc<Self>, conn: &Arc<Conn<D>>, xid: u32, e: VerbsError) {
+        let mut st = lock(&self.state);
+        let Some(slot) = st.calls.get_mut(&xid) else {
+            return;
+        };
+        if !slot.sent.as_ref().is_some_and(|s| s.gen == conn.gen) {
+            return;
+        }
+        let sent = slot.sent.take().expect("checked");
+        let mut bufs = Vec::new();
+        release_regions(sent.regions, &mut bufs);
+        restore(&mut slot.bufs, bufs);
+        let same = st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn));
+        if same {
+            st.credits.release();
+        }
+        if conn.ep.qp.state() != QpState::Connected {
+            // conn_lost will not see this call any more: requeue it here.
+            st.queue.push_front(xid);
+        } else if let Some(s) = st.calls.remove(&xid) {
+            if let Some(tx) = s.tx {
+                let _ = tx.send(Err(TransportError::from(e).into_rpc()));
+            }
+        }
+    }
+
+    /// Plans and registers one call and builds its Send (no lock held).
+    #[allow(clippy::type_complexity)]
+    fn prepare(
         &self,
         conn: &Arc<Conn<D>>,
         xid: u32,
-        slot: &mut Slot<D>,
+        req: &Request,
+        mut bufs: Vec<BytesMut>,
         credit: u32,
-    ) -> Result<(), TransportError> {
+        retransmits: u32,
+    ) -> Result<Prepared<D>, (TransportError, Vec<BytesMut>)> {
+        match self.prepare_inner(conn, xid, req, &mut bufs, credit, retransmits) {
+            Ok(p) => Ok(p),
+            Err(e) => Err((e, bufs)),
+        }
+    }
+
+    fn prepare_inner(
+        &self,
+        conn: &Arc<Conn<D>>,
+        xid: u32,
+        req: &Request,
+        bufs: &mut Vec<BytesMut>,
+        credit: u32,
+        retransmits: u32,
+    ) -> Result<Prepared<D>, TransportError> {
         let cfg = &self.config;
-        let req = &slot.req;
         let binding = self.bindings.binding(req.prog, req.vers);
         let pb = binding.and_then(|b| b.procedure(req.procedure));
         // Only arguments the binding declares DDP-eligible may be reduced
@@ -679,10 +788,10 @@ impl<D: Device> Shared<D> {
         let overhead = cfg.reply_overhead as u64;
         let (write_chunks, mut max_reduced) = match (&est, layout) {
             (Some(est), Some(_)) => {
-                let n = slot.bufs.len().min(est.ddp_results.len());
+                let n = bufs.len().min(est.ddp_results.len());
                 let wc: Vec<u32> = (0..n)
                     .map(|i| {
-                        (slot.bufs[i].capacity().min(u32::MAX as usize) as u32)
+                        (bufs[i].capacity().min(u32::MAX as usize) as u32)
                             .min(est.ddp_results[i])
                     })
                     .collect();
@@ -718,15 +827,10 @@ impl<D: Device> Shared<D> {
         .map_err(|e| TransportError::Plan(e.to_string()))?;
         // Register every region by fast registration.
         let mut regs: Vec<Reg<D>> = Vec::with_capacity(plan.regions.len());
-        if let Err(e) = self.register_regions(conn, &mut plan, &pieces, slot, &mut regs) {
-            for r in regs {
-                let buf = r.mr.deregister();
-                if let (RegionSource::ReplyWriteChunk { chunk }, Some(b)) = (r.source, buf) {
-                    if let (Some(sb), Ok(b)) = (slot.bufs.get_mut(chunk), b.try_into_bytes_mut()) {
-                        *sb = b;
-                    }
-                }
-            }
+        if let Err(e) = self.register_regions(conn, &mut plan, &pieces, bufs, &mut regs) {
+            let mut back = Vec::new();
+            release_regions(regs, &mut back);
+            restore(bufs, back);
             return Err(e);
         }
         // The Send: header plus inline payload.
@@ -739,33 +843,28 @@ impl<D: Device> Shared<D> {
             .map_err(|e| TransportError::Plan(e.to_string()))?;
         sbuf.reserve(total - hlen);
         gather_into(&mut sbuf, inline, &pieces);
-        let report = initial_report(
-            xid,
-            &plan,
-            total as u64,
-            conn.neg.thresholds,
-            slot.retransmits,
-        );
-        let smr = conn.ep.register_source(sbuf.freeze())?;
-        let sge = Sge::new(smr.lkey(), 0, total as u32);
-        if let Err(e) = conn.ep.post(SendWr::send(0, vec![sge]), vec![smr], None) {
-            for r in regs {
-                drop(r.mr.deregister());
+        let report = initial_report(xid, &plan, total as u64, conn.neg.thresholds, retransmits);
+        let send_mr = match conn.ep.register_source(sbuf.freeze()) {
+            Ok(m) => m,
+            Err(e) => {
+                let mut back = Vec::new();
+                release_regions(regs, &mut back);
+                restore(bufs, back);
+                return Err(e.into());
             }
-            return Err(e.into());
-        }
+        };
+        let sge = Sge::new(send_mr.lkey(), 0, total as u32);
         self.stats.counters.add_call(plan.kind);
         if let Some(c) = plan.header.chunks() {
             self.stats.counters.add_chunks(c);
         }
-        slot.sent = Some(Sent {
-            gen: conn.gen,
-            conn: conn.clone(),
+        Ok(Prepared {
             offered: plan.offered(),
             regions: regs,
             report,
-        });
-        Ok(())
+            send: SendWr::send(0, vec![sge]),
+            send_mr,
+        })
     }
 
     fn register_regions(
@@ -773,7 +872,7 @@ impl<D: Device> Shared<D> {
         conn: &Arc<Conn<D>>,
         plan: &mut CallPlan,
         pieces: &[Bytes],
-        slot: &mut Slot<D>,
+        bufs: &mut [BytesMut],
         regs: &mut Vec<Reg<D>>,
     ) -> Result<(), TransportError> {
         let max = self.config.max_region_len;
@@ -795,8 +894,7 @@ impl<D: Device> Shared<D> {
                     (MrBuffer::Frozen(b.freeze()), Access::REMOTE_READ)
                 }
                 RegionSource::ReplyWriteChunk { chunk } => {
-                    let mut b = slot
-                        .bufs
+                    let mut b = bufs
                         .get_mut(chunk)
                         .map(std::mem::take)
                         .unwrap_or_default();
@@ -822,7 +920,7 @@ impl<D: Device> Shared<D> {
                     if let (RegionSource::ReplyWriteChunk { chunk }, Ok(b)) =
                         (source, e.buffer.try_into_bytes_mut())
                     {
-                        if let Some(sb) = slot.bufs.get_mut(chunk) {
+                        if let Some(sb) = bufs.get_mut(chunk) {
                             *sb = b;
                         }
                     }
@@ -890,11 +988,11 @@ impl<D: Device> Shared<D> {
             }
         };
         let slot = st.calls.remove(&xid);
-        self.pump(&mut st);
         drop(st);
         if let Some(slot) = slot {
             self.finish(slot, outcome, wc.invalidated_rkey, msg.len() as u64);
         }
+        self.pump();
     }
 
     /// Invalidates the call's registrations, then completes it.
@@ -1085,6 +1183,51 @@ impl<D: Device> Shared<D> {
             out.push_xdr(results);
         }
         Ok((out, report))
+    }
+}
+
+/// A call ready to be posted.
+struct Prepared<D: Device> {
+    offered: OfferedChunks,
+    regions: Vec<Reg<D>>,
+    report: CallReport,
+    send: SendWr,
+    send_mr: D::Mr,
+}
+
+/// Deregisters `regions`, collecting the result buffers (by Write chunk).
+fn release_regions<D: Device>(regions: Vec<Reg<D>>, bufs: &mut Vec<(usize, BytesMut)>) {
+    for r in regions {
+        let buf = r.mr.deregister();
+        if let (RegionSource::ReplyWriteChunk { chunk }, Some(b)) = (r.source, buf) {
+            if let Ok(b) = b.try_into_bytes_mut() {
+                bufs.push((chunk, b));
+            }
+        }
+    }
+}
+
+/// Puts result buffers back in place.
+fn restore(slot_bufs: &mut Vec<BytesMut>, back: Vec<(usize, BytesMut)>) {
+    for (i, b) in back {
+        if slot_bufs.len() <= i {
+            slot_bufs.resize_with(i + 1, BytesMut::new);
+        }
+        slot_bufs[i] = b;
+    }
+}
+
+/// A copy of a request sharing its argument bytes (no result buffers).
+fn shallow_clone(r: &Request) -> Request {
+    Request {
+        prog: r.prog,
+        vers: r.vers,
+        procedure: r.procedure,
+        cred: r.cred.clone(),
+        args: r.args.clone(),
+        result_bufs: Vec::new(),
+        max_reply_len: r.max_reply_len,
+        timeout: r.timeout,
     }
 }
 

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::future::Future;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
@@ -340,13 +341,21 @@ impl<D: Device> SConn<D> {
         let n = self.in_process.fetch_add(1, Relaxed) + 1;
         stats.max_outstanding.fetch_max(n as u64, Relaxed);
         let me = self.clone();
-        tokio::spawn(async move {
+        let mut call = Box::pin(async move {
             me.handle(msg).await;
             me.in_process.fetch_sub(1, Relaxed);
             let mut c = lock(&me.credits);
             c.on_reply_sent();
             c.set_posted(me.posted);
         });
+        // Most calls (no Read chunk, a synchronous procedure) finish in one
+        // poll: run that poll here and only spawn a task for calls that
+        // wait (RDMA Reads, slow procedures). A future may be polled with
+        // different wakers; the task's poll re-registers the real one.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if call.as_mut().poll(&mut cx).is_pending() {
+            tokio::spawn(call);
+        }
     }
 
     async fn handle(self: &Arc<Self>, msg: Bytes) {

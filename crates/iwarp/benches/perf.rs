@@ -2,8 +2,10 @@
 //! TCP socket on loopback, measured in the same run.
 //!
 //! `cargo bench -p iwarp --bench perf` (optional env: `PERF_MIB` = MiB moved
-//! per throughput test, default 512; `PERF_PINGS` = ping-pong round trips,
-//! default 20000).
+//! per throughput run, default 256; `PERF_PINGS` = ping-pong round trips,
+//! default 10000; `PERF_ROUNDS` = interleaved rounds, best of each reported,
+//! default 3; `PERF_ONLY=1,3` = run only those measurements, numbered in
+//! the order printed).
 //!
 //! * RDMA Write of 1 MiB messages (4 outstanding; the run ends with a 1-byte
 //!   RDMA Read, which by RFC 5040 ordering completes only after every
@@ -299,28 +301,56 @@ fn main() {
         ];
         let mut best = [Duration::MAX; 7];
         for _ in 0..rounds {
-            let d = [
-                tcp_stream(total).await,
-                rdma_write(true, total).await,
-                rdma_read(true, total).await,
-                rdma_write(false, total).await,
-                rdma_read(false, total).await,
-                tcp_pingpong(pings).await,
-                send_pingpong(pings).await,
-            ];
+            // PERF_ONLY=1,2 runs only those measurements (0-based, in the
+            // order printed); the others report as not run.
+            let only: Option<Vec<usize>> = std::env::var("PERF_ONLY")
+                .ok()
+                .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+            let run = |i: usize| only.as_ref().is_none_or(|o| o.contains(&i));
+            let mut d = [Duration::MAX; 7];
+            if run(0) {
+                d[0] = tcp_stream(total).await;
+            }
+            if run(1) {
+                d[1] = rdma_write(true, total).await;
+            }
+            if run(2) {
+                d[2] = rdma_read(true, total).await;
+            }
+            if run(3) {
+                d[3] = rdma_write(false, total).await;
+            }
+            if run(4) {
+                d[4] = rdma_read(false, total).await;
+            }
+            if run(5) {
+                d[5] = tcp_pingpong(pings).await;
+            }
+            if run(6) {
+                d[6] = send_pingpong(pings).await;
+            }
             for (b, d) in best.iter_mut().zip(d) {
                 *b = (*b).min(d);
             }
         }
         let bytes = total * MIB;
-        for i in 0..5 {
-            let ratio = best[0].as_secs_f64() / best[i].as_secs_f64();
-            println!("{:28} {:7.2} GB/s  ({:.2}x TCP)", names[i], gbps(bytes, best[i]), ratio);
+        let ran = |i: usize| best[i] != Duration::MAX;
+        for i in (0..5).filter(|&i| ran(i)) {
+            let ratio = if ran(0) {
+                format!("({:.2}x TCP)", best[0].as_secs_f64() / best[i].as_secs_f64())
+            } else {
+                String::new()
+            };
+            println!("{:28} {:7.2} GB/s  {ratio}", names[i], gbps(bytes, best[i]));
         }
-        for i in 5..7 {
+        for i in (5..7).filter(|&i| ran(i)) {
             let us = best[i].as_secs_f64() * 1e6 / pings as f64;
-            let ratio = best[i].as_secs_f64() / best[5].as_secs_f64();
-            println!("{:28} {:7.2} us/round trip  ({:.2}x TCP)", names[i], us, ratio);
+            let ratio = if ran(5) {
+                format!("({:.2}x TCP)", best[i].as_secs_f64() / best[5].as_secs_f64())
+            } else {
+                String::new()
+            };
+            println!("{:28} {:7.2} us/round trip  {ratio}", names[i], us);
         }
     });
 }

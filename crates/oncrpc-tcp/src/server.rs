@@ -68,6 +68,10 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// On shutdown, how long calls in progress may take to finish.
     pub shutdown_grace: Duration,
+    /// A connection with no call in progress that completes no record for
+    /// this long is closed (also bounds how long a peer may hold a
+    /// half-sent record). `None`: never.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -78,6 +82,7 @@ impl Default for ServerConfig {
             max_calls_per_connection: 128,
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(5),
+            idle_timeout: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -237,6 +242,7 @@ async fn serve_connection<S: RecordService>(
     let mut calls = JoinSet::new();
     let encoder = RecordEncoder::new(config.max_fragment_size);
 
+    let mut idle_since = tokio::time::Instant::now();
     let outcome: Result<(), ConnectionEnd> = loop {
         let permit = tokio::select! {
             p = calls_allowed.clone().acquire_owned() => match p {
@@ -247,15 +253,27 @@ async fn serve_connection<S: RecordService>(
             // The writer only ends early when the socket fails.
             _ = &mut writer => break Err(ConnectionEnd::WriteFailed),
         };
+        let idle_deadline = idle_since
+            + config
+                .idle_timeout
+                .unwrap_or(Duration::from_secs(365 * 86_400));
         let record = tokio::select! {
             r = reader.next_record() => r,
             _ = stop.wait_for(|s| *s) => break Ok(()),
+            _ = tokio::time::sleep_until(idle_deadline),
+                if config.idle_timeout.is_some() && calls.is_empty() =>
+            {
+                debug!("idle timeout");
+                break Ok(());
+            }
             _ = &mut writer => break Err(ConnectionEnd::WriteFailed),
             Some(done) = calls.join_next(), if !calls.is_empty() => {
                 log_call_end(done);
+                idle_since = tokio::time::Instant::now();
                 continue;
             }
         };
+        idle_since = tokio::time::Instant::now();
         match record {
             Ok(Some(record)) => {
                 let service = service.clone();

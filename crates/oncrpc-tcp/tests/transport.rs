@@ -495,3 +495,39 @@ async fn within<F: std::future::Future>(test: F) -> F::Output {
         .await
         .expect("test did not finish within 60 s")
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed() {
+    within(async {
+        let (addr, stop, task) = start(ServerConfig {
+            idle_timeout: Some(Duration::from_millis(500)),
+            ..Default::default()
+        })
+        .await;
+        // Silent, and stuck inside a record: both closed.
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        let mut half_sent = TcpStream::connect(addr).await.unwrap();
+        half_sent.write_all(&[0x80, 0, 0, 100, 1, 2]).await.unwrap();
+        // Busy: a call in progress longer than the idle timeout, then
+        // regular calls; stays open.
+        let busy = TcpChannel::connect(addr).await.unwrap();
+        let started = std::time::Instant::now();
+        busy.call(sleep_req(800)).await.unwrap();
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            busy.call(Request::new(PROG, 1, NULL, Payload::new()))
+                .await
+                .unwrap();
+        }
+        assert!(!busy.is_closed());
+        assert!(closed_by_peer(&mut silent).await);
+        assert!(closed_by_peer(&mut half_sent).await);
+        assert!(started.elapsed() >= Duration::from_millis(800));
+        // Left alone, the busy connection is closed too.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(busy.is_closed());
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
+    .await
+}

@@ -607,7 +607,8 @@ impl<D: Device> Shared<D> {
             };
             let prepared = self.prepare(&conn, xid, &req, bufs, credit, retransmits);
             let mut st = lock(&self.state);
-            let alive = st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) && !conn.ep.is_dead();
+            let alive =
+                st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) && !conn.ep.is_dead();
             let State {
                 credits,
                 queue,
@@ -791,8 +792,7 @@ impl<D: Device> Shared<D> {
                 let n = bufs.len().min(est.ddp_results.len());
                 let wc: Vec<u32> = (0..n)
                     .map(|i| {
-                        (bufs[i].capacity().min(u32::MAX as usize) as u32)
-                            .min(est.ddp_results[i])
+                        (bufs[i].capacity().min(u32::MAX as usize) as u32).min(est.ddp_results[i])
                     })
                     .collect();
                 // Results without a Write chunk, or with an empty one
@@ -894,10 +894,7 @@ impl<D: Device> Shared<D> {
                     (MrBuffer::Frozen(b.freeze()), Access::REMOTE_READ)
                 }
                 RegionSource::ReplyWriteChunk { chunk } => {
-                    let mut b = bufs
-                        .get_mut(chunk)
-                        .map(std::mem::take)
-                        .unwrap_or_default();
+                    let mut b = bufs.get_mut(chunk).map(std::mem::take).unwrap_or_default();
                     b.clear();
                     b.resize(len, 0);
                     (MrBuffer::Mutable(b), rw)

@@ -18,10 +18,10 @@
 //! A connection that fails or misbehaves is torn down alone.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::future::Future;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};

@@ -685,7 +685,7 @@ impl<D: Device> Shared<D> {
         let Some(slot) = st.calls.get_mut(&xid) else {
             return;
         };
-        if !slot.sent.as_ref().is_some_and(|s| s.gen == conn.gen) {
+        if slot.sent.as_ref().is_none_or(|s| s.gen != conn.gen) {
             return;
         }
         let sent = slot.sent.take().expect("checked");

@@ -406,9 +406,93 @@ impl rdma_verbs::QueuePair for Qp {
 /// A listening endpoint.
 #[derive(Debug)]
 pub struct Listener {
-    listener: TcpListener,
-    dev: Device,
+    requests: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<ConnRequest>>,
+    acceptor: JoinHandle<()>,
     local: SocketAddr,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+    }
+}
+
+/// Bounds concurrently running MPA Request reads per listener.
+const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// Accepts TCP connections and runs each MPA Request read in its own task
+/// (bounded), so a slow or silent peer never delays other connections.
+async fn acceptor(listener: TcpListener, dev: Device, out: tokio::sync::mpsc::Sender<ConnRequest>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let dev = dev.clone();
+        let out = out.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Some(r) = read_request(stream, peer, dev).await {
+                let _ = out.send(r).await;
+            }
+        });
+    }
+}
+
+/// Reads and checks one MPA Request; `None` (connection closed) if it is
+/// invalid, late, or asks for markers (which are rejected).
+async fn read_request(mut stream: TcpStream, peer: SocketAddr, dev: Device) -> Option<ConnRequest> {
+    let _ = stream.set_nodelay(true);
+    let timeout = dev.inner.cfg.handshake_timeout;
+    let frame = match tokio::time::timeout(timeout, read_frame(&mut stream)).await {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "bad MPA Request; closing");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "MPA Request timed out; closing");
+            return None;
+        }
+    };
+    let req = match handshake::parse_request(&frame) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "invalid MPA Request; closing");
+            return None;
+        }
+    };
+    let cap = match stream.local_addr() {
+        Ok(local) => dev.conn_capture(local, peer, false),
+        Err(_) => None,
+    };
+    if let Some(c) = &cap {
+        let _ = c.received(&frame);
+    }
+    if req.markers {
+        let rej = handshake::reject(&req, b"markers not supported");
+        if let Some(c) = &cap {
+            let _ = c.sent(&rej);
+            let _ = c.local_closed();
+        }
+        let _ = stream.write_all(&rej).await;
+        return None;
+    }
+    Some(ConnRequest {
+        stream,
+        req,
+        peer,
+        dev,
+        cap,
+    })
 }
 
 /// An incoming connection request (MPA Request received).
@@ -430,54 +514,12 @@ impl rdma_verbs::Listener for Listener {
     }
 
     async fn next_request(&self) -> Result<ConnRequest, VerbsError> {
-        {
-            loop {
-                let (mut stream, peer) = self.listener.accept().await?;
-                let _ = stream.set_nodelay(true);
-                let timeout = self.dev.inner.cfg.handshake_timeout;
-                let frame = match tokio::time::timeout(timeout, read_frame(&mut stream)).await {
-                    Ok(Ok(f)) => f,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "bad MPA Request; closing");
-                        continue;
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "MPA Request timed out; closing");
-                        continue;
-                    }
-                };
-                let req = match handshake::parse_request(&frame) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::debug!(%peer, error = %e, "invalid MPA Request; closing");
-                        continue;
-                    }
-                };
-                let cap = match stream.local_addr() {
-                    Ok(local) => self.dev.conn_capture(local, peer, false),
-                    Err(_) => None,
-                };
-                if let Some(c) = &cap {
-                    let _ = c.received(&frame);
-                }
-                if req.markers {
-                    let rej = handshake::reject(&req, b"markers not supported");
-                    if let Some(c) = &cap {
-                        let _ = c.sent(&rej);
-                        let _ = c.local_closed();
-                    }
-                    let _ = stream.write_all(&rej).await;
-                    continue;
-                }
-                return Ok(ConnRequest {
-                    stream,
-                    req,
-                    peer,
-                    dev: self.dev.clone(),
-                    cap,
-                });
-            }
-        }
+        self.requests
+            .lock()
+            .await
+            .recv()
+            .await
+            .ok_or(VerbsError::NotConnected)
     }
 }
 
@@ -794,9 +836,11 @@ impl rdma_verbs::Device for Device {
         async move {
             let listener = TcpListener::bind(addr).await?;
             let local = listener.local_addr()?;
+            let (tx, rx) = tokio::sync::mpsc::channel(MAX_PENDING_HANDSHAKES);
+            let acceptor = tokio::spawn(acceptor(listener, dev, tx));
             Ok(Listener {
-                listener,
-                dev,
+                requests: tokio::sync::Mutex::new(rx),
+                acceptor,
                 local,
             })
         }

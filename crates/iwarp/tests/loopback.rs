@@ -812,3 +812,43 @@ async fn registration_rules() {
         .post_recv(RecvWr::new(1, vec![Sge::new(m2.lkey(), 0, 8)]))
         .is_ok());
 }
+
+/// A silent peer and a peer sending garbage do not delay a real one; the
+/// garbage connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_peers_do_not_block_the_listener() {
+    let b = end(Config::default());
+    let l = b.dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = l.local_addr();
+    let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut garbage = tokio::net::TcpStream::connect(addr).await.unwrap();
+    garbage
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let a = end(Config::default());
+    let bqp = b.qp.clone();
+    let server = tokio::spawn(async move {
+        let req = l.next_request().await.unwrap();
+        assert_eq!(req.private_data(), b"real");
+        req.accept(&bqp, ConnParam::new(Bytes::new(), 1, 1))
+            .await
+            .unwrap()
+    });
+    let t = std::time::Instant::now();
+    a.dev
+        .connect(&a.qp, addr, ConnParam::new(&b"real"[..], 1, 1))
+        .await
+        .unwrap();
+    server.await.unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "real peer was delayed"
+    );
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(5), garbage.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "garbage connection must be closed without a reply");
+}

@@ -10,8 +10,28 @@
 //!   with many outstanding calls, per-call timeouts, and
 //!   [`oncrpc::RpcError::ConnectionLost`] when the connection goes.
 //!
-//! A peer that breaks record marking or exceeds the [`record::RecordLimits`]
-//! has its connection closed; other connections are unaffected.
+//! # Hostile peers
+//!
+//! * A peer that breaks record marking or exceeds the
+//!   [`record::RecordLimits`] (record size, default 64 MiB; fragments per
+//!   record, default 16384) has its connection closed; other connections are
+//!   unaffected. A record's buffer grows only as its bytes arrive.
+//! * Per connection, at most [`ServerConfig::max_calls_per_connection`] calls
+//!   are in progress, a call counting until its reply has been written: a
+//!   peer that does not read its replies stops being read.
+//! * [`ServerConfig::max_connections`] bounds connections;
+//!   [`ServerConfig::idle_timeout`] closes connections with no call in
+//!   progress that complete no record in time (also a half-sent one).
+//! * A message that is not a decodable call gets no reply (the
+//!   [`oncrpc::Dispatcher`] drops it) and the connection carries on.
+//!
+//! # Copies
+//!
+//! Received fragments are split off the read buffer without copying (a
+//! single-fragment record is one contiguous `Bytes`, so opaque arguments and
+//! results are slices of it). Replies and calls are written with vectored
+//! writes of the message's pieces, XDR pads included: payloads are not
+//! copied in user space. By default every message is sent as one fragment.
 //!
 //! ```no_run
 //! # async fn demo(dispatcher: oncrpc::Dispatcher) -> std::io::Result<()> {

@@ -73,6 +73,10 @@ pub struct RdmaConfig {
     pub default_max_reply: u32,
     /// Connection establishment timeout (default 5 s).
     pub connect_timeout: Duration,
+    /// Responder: bytes of RDMA Read sinks (call data pulled from Read
+    /// chunks) one connection may hold at once; calls wait for room, a single
+    /// call needing more is answered ERR_CHUNK (default 256 MiB).
+    pub max_read_bytes_per_connection: usize,
     /// Responder: how long [`RdmaServer::shutdown`](crate::RdmaServer::shutdown)
     /// waits for in-flight calls before closing (default 5 s).
     pub shutdown_grace: Duration,
@@ -95,6 +99,7 @@ impl Default for RdmaConfig {
             reply_overhead: 512,
             default_max_reply: 1 << 20,
             connect_timeout: Duration::from_secs(5),
+            max_read_bytes_per_connection: 256 << 20,
             shutdown_grace: Duration::from_secs(5),
         }
     }

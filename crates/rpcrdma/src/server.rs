@@ -89,10 +89,16 @@ struct SrvShared<D: Device> {
     next_conn: AtomicU64,
 }
 
+/// Units of the read-sink budget.
+const BUDGET_UNIT: u64 = 4096;
+
 struct SConn<D: Device> {
     ep: Endpoint<D>,
     neg: Negotiated,
     ord: Arc<Semaphore>,
+    /// Read-sink bytes this connection may hold, in [`BUDGET_UNIT`]s.
+    read_budget: Arc<Semaphore>,
+    read_budget_units: u64,
     credits: Mutex<ResponderCredits>,
     in_process: AtomicU32,
     posted: u32,
@@ -288,10 +294,14 @@ impl<D: Device> SrvShared<D> {
         let ours = PrivateData::find(&encoded).unwrap_or_default();
         let neg = Negotiated::server(&ours, &theirs);
         let grant = cfg.credits.max(1);
+        let units =
+            (cfg.max_read_bytes_per_connection as u64 / BUDGET_UNIT).clamp(1, u32::MAX as u64);
         Ok(Arc::new(SConn {
             ep,
             neg,
             ord: Arc::new(Semaphore::new(info.initiator_depth.max(1) as usize)),
+            read_budget: Arc::new(Semaphore::new(units as usize)),
+            read_budget_units: units,
             credits: Mutex::new(ResponderCredits::new(grant, grant)),
             in_process: AtomicU32::new(0),
             posted: grant,
@@ -516,6 +526,30 @@ impl<D: Device> SConn<D> {
             rpcrdma_proto::wire::ErrorBody::Chunk,
         );
         let mut read_bytes = 0u64;
+        // Never allocate beyond the connection's read budget on a peer's say-so.
+        let need: u64 = call
+            .reassembly
+            .position_zero
+            .iter()
+            .chain(call.reassembly.chunks.iter())
+            .map(|c| c.len.div_ceil(BUDGET_UNIT))
+            .sum();
+        if need > self.read_budget_units {
+            stats.counters.add_action(Action::ReplyErrChunk);
+            self.send_plain(&err_chunk, &[]);
+            return Ok(());
+        }
+        let _budget = if need > 0 {
+            Some(
+                self.read_budget
+                    .clone()
+                    .acquire_many_owned(need as u32)
+                    .await
+                    .map_err(|_| TransportError::ConnectionLost)?,
+            )
+        } else {
+            None
+        };
         // The reduced stream: inline, or the Position-Zero chunk's data.
         let reduced = match call.reassembly.position_zero.clone() {
             Some(pz) => {

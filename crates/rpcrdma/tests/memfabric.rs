@@ -39,3 +39,66 @@ async fn remote_invalidation_on_and_off() {
     let dev = Fabric::new();
     common::remote_invalidation(dev.clone(), dev).await;
 }
+
+#[tokio::test]
+async fn read_budget_bounds_what_a_peer_makes_us_allocate() {
+    let dev = Fabric::new();
+    let scfg = RdmaConfig {
+        max_read_bytes_per_connection: 64 << 10,
+        ..Default::default()
+    };
+    let srv = common::server(dev.clone(), scfg).await;
+    let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let t = common::typed(&c);
+    t.put(Bytes::from(vec![1u8; 60_000])).await.unwrap();
+    match t.put(Bytes::from(vec![1u8; 100_000])).await {
+        Err(rdmatest::ClientError::Rpc(e)) => assert_eq!(
+            rpcrdma::TransportError::from_rpc(&e),
+            Some(&rpcrdma::TransportError::ErrChunk)
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Many calls sharing the budget still all complete.
+    let mut hs = Vec::new();
+    for i in 0..20u8 {
+        let t = t.clone();
+        hs.push(tokio::spawn(async move {
+            t.put(Bytes::from(vec![i; 40_000])).await
+        }));
+    }
+    for h in hs {
+        h.await.unwrap().unwrap();
+    }
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn fabric_failure_reconnects_and_retransmits() {
+    let dev = Fabric::new();
+    let srv = common::server(dev.clone(), RdmaConfig::default()).await;
+    let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let t = common::typed(&c);
+    let mut hs = Vec::new();
+    for i in 0..50u32 {
+        let t = t.clone();
+        hs.push(tokio::spawn(async move { t.sleep(20 + i % 5).await }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    dev.fail_all();
+    for h in hs {
+        h.await.unwrap().unwrap();
+    }
+    assert!(
+        c.stats()
+            .retransmits
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    assert!(
+        c.stats()
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    srv.shutdown().await;
+}

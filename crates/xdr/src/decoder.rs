@@ -6,6 +6,21 @@ use bytes::Bytes;
 use crate::read::{pad_len, XdrRead};
 use crate::{Error, Result};
 
+/// Read the big-endian word at `*pos` and advance.
+#[inline]
+fn read_word(buf: &[u8], pos: &mut usize) -> Result<u32> {
+    match buf.get(*pos..).and_then(|r| r.first_chunk::<4>()) {
+        Some(w) => {
+            *pos += 4;
+            Ok(u32::from_be_bytes(*w))
+        }
+        None => Err(Error::Truncated {
+            needed: 4,
+            remaining: buf.len().saturating_sub(*pos),
+        }),
+    }
+}
+
 /// A borrowing XDR decoder over `&'a [u8]`.
 ///
 /// Opaque data and strings are returned as sub-slices of the input, so
@@ -111,9 +126,9 @@ impl XdrRead for Decoder<'_> {
         self.pos
     }
 
+    #[inline]
     fn u32(&mut self) -> Result<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        read_word(self.buf, &mut self.pos)
     }
 
     fn fixed_opaque_into(&mut self, out: &mut [u8]) -> Result<()> {
@@ -215,11 +230,9 @@ impl XdrRead for BytesDecoder {
         self.pos
     }
 
+    #[inline]
     fn u32(&mut self) -> Result<u32> {
-        let mut d = self.as_decoder();
-        let v = d.u32()?;
-        self.pos += 4;
-        Ok(v)
+        read_word(&self.buf, &mut self.pos)
     }
 
     fn fixed_opaque_into(&mut self, out: &mut [u8]) -> Result<()> {

@@ -11,13 +11,17 @@ use xdr::{BytesDecoder, XdrRead};
 fuzz_target!(|data: &[u8]| {
     // Layout: [n_pieces] then per piece [kind|len], then the op script, then
     // the stream bytes.
-    let Some((&n, rest)) = data.split_first() else { return };
+    let Some((&n, rest)) = data.split_first() else {
+        return;
+    };
     let n = (n % 6) as usize;
     if rest.len() < n {
         return;
     }
     let (hdrs, rest) = rest.split_at(n);
-    let Some((&nops, rest)) = rest.split_first() else { return };
+    let Some((&nops, rest)) = rest.split_first() else {
+        return;
+    };
     let nops = (nops % 32) as usize;
     if rest.len() < nops {
         return;
@@ -30,7 +34,11 @@ fuzz_target!(|data: &[u8]| {
         let len = ((h & 0x7F) as usize).min(stream.len() - at);
         let b = stream.slice(at..at + len);
         at += len;
-        pieces.push(if h & 0x80 != 0 { Piece::Ddp(b) } else { Piece::Xdr(b) });
+        pieces.push(if h & 0x80 != 0 {
+            Piece::Ddp(b)
+        } else {
+            Piece::Xdr(b)
+        });
     }
     pieces.push(Piece::Xdr(stream.slice(at..)));
     let p = Payload::from_pieces(pieces);
@@ -43,7 +51,10 @@ fuzz_target!(|data: &[u8]| {
     let mut f = BytesDecoder::new(flat);
     for op in ops {
         let (a, b) = match op % 5 {
-            0 => (d.u32().ok().map(|v| v as u64), f.u32().ok().map(|v| v as u64)),
+            0 => (
+                d.u32().ok().map(|v| v as u64),
+                f.u32().ok().map(|v| v as u64),
+            ),
             1 => (d.u64().ok(), f.u64().ok()),
             2 => {
                 let max = (*op as u32) << 2;

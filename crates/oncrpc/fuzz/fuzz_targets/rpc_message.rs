@@ -67,7 +67,11 @@ fuzz_target!(|data: &[u8]| {
     let second = bytes.slice(cut..);
     let msg = Payload::from_pieces([
         Piece::Xdr(bytes.slice(..cut)),
-        if ddp { Piece::Ddp(second) } else { Piece::Xdr(second) },
+        if ddp {
+            Piece::Ddp(second)
+        } else {
+            Piece::Xdr(second)
+        },
     ]);
     let mut core: ClientCore<()> = ClientCore::with_first_xid(0);
     if let Some(x) = data.get(..4) {

@@ -5,7 +5,8 @@
 //! per throughput run, default 256; `PERF_PINGS` = ping-pong round trips,
 //! default 10000; `PERF_ROUNDS` = interleaved rounds, best of each reported,
 //! default 3; `PERF_ONLY=1,3` = run only those measurements, numbered in
-//! the order printed).
+//! the order printed; `PERF_MULPDU=65535` overrides the MULPDU, which is
+//! otherwise derived from the loopback MSS, 32741 → 32734).
 //!
 //! * RDMA Write of 1 MiB messages (4 outstanding; the run ends with a 1-byte
 //!   RDMA Read, which by RFC 5040 ordering completes only after every
@@ -38,6 +39,10 @@ async fn pair(crc: bool, ord: u16) -> (End, End) {
             crc,
             ..MpaConfig::default()
         },
+        // PERF_MULPDU overrides the MSS-derived MULPDU (e.g. 65535).
+        mulpdu: std::env::var("PERF_MULPDU")
+            .ok()
+            .and_then(|v| v.parse().ok()),
         ..Config::default()
     };
     let mk = |dev: &Device| {
@@ -265,6 +270,22 @@ async fn send_pingpong(n: usize) -> Duration {
     d
 }
 
+/// User + system CPU time of this process so far, in milliseconds
+/// (from /proc/self/stat; 0 where unavailable).
+fn cpu_ms() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    // Fields after the parenthesised command name; utime and stime are
+    // fields 14 and 15 (1-based), in clock ticks (USER_HZ = 100 on Linux).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) * 10
+}
+
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -300,6 +321,9 @@ fn main() {
             "iWARP 64 B Send ping-pong",
         ];
         let mut best = [Duration::MAX; 7];
+        // Process CPU time (user + system, all threads) per measurement:
+        // a load-independent efficiency figure next to wall-clock time.
+        let mut cpu = [u64::MAX; 7];
         for _ in 0..rounds {
             // PERF_ONLY=1,2 runs only those measurements (0-based, in the
             // order printed); the others report as not run.
@@ -309,25 +333,39 @@ fn main() {
             let run = |i: usize| only.as_ref().is_none_or(|o| o.contains(&i));
             let mut d = [Duration::MAX; 7];
             if run(0) {
+                let c = cpu_ms();
                 d[0] = tcp_stream(total).await;
+                cpu[0] = cpu[0].min(cpu_ms() - c);
             }
             if run(1) {
+                let c = cpu_ms();
                 d[1] = rdma_write(true, total).await;
+                cpu[1] = cpu[1].min(cpu_ms() - c);
             }
             if run(2) {
+                let c = cpu_ms();
                 d[2] = rdma_read(true, total).await;
+                cpu[2] = cpu[2].min(cpu_ms() - c);
             }
             if run(3) {
+                let c = cpu_ms();
                 d[3] = rdma_write(false, total).await;
+                cpu[3] = cpu[3].min(cpu_ms() - c);
             }
             if run(4) {
+                let c = cpu_ms();
                 d[4] = rdma_read(false, total).await;
+                cpu[4] = cpu[4].min(cpu_ms() - c);
             }
             if run(5) {
+                let c = cpu_ms();
                 d[5] = tcp_pingpong(pings).await;
+                cpu[5] = cpu[5].min(cpu_ms() - c);
             }
             if run(6) {
+                let c = cpu_ms();
                 d[6] = send_pingpong(pings).await;
+                cpu[6] = cpu[6].min(cpu_ms() - c);
             }
             for (b, d) in best.iter_mut().zip(d) {
                 *b = (*b).min(d);
@@ -341,7 +379,13 @@ fn main() {
             } else {
                 String::new()
             };
-            println!("{:28} {:7.2} GB/s  {ratio}", names[i], gbps(bytes, best[i]));
+            let cpu_per_gib = cpu[i] as f64 * (1024.0 * MIB as f64) / bytes as f64;
+            println!(
+                "{:28} {:7.2} GB/s  {ratio:15} CPU {:6.0} ms/GiB",
+                names[i],
+                gbps(bytes, best[i]),
+                cpu_per_gib
+            );
         }
         for i in (5..7).filter(|&i| ran(i)) {
             let us = best[i].as_secs_f64() * 1e6 / pings as f64;
@@ -350,7 +394,8 @@ fn main() {
             } else {
                 String::new()
             };
-            println!("{:28} {:7.2} us/round trip  {ratio}", names[i], us);
+            let cpu_us = cpu[i] as f64 * 1e3 / pings as f64;
+            println!("{:28} {:7.2} us/round trip  {ratio:15} CPU {:6.2} us/round trip", names[i], us, cpu_us);
         }
     });
 }

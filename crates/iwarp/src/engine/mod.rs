@@ -7,7 +7,7 @@
 //! Neither half does I/O: the receive half is handed a `read` closure that
 //! fills the slice it is given (so tagged payload is read from the socket
 //! straight into registered memory), and the transmit half returns `Bytes`
-//! for a vectored write. The tokio driver ([`crate::driver`]) runs one task
+//! for a vectored write. The tokio driver ([`crate::device`]) runs one task
 //! per half; tests wire two engines back to back in memory.
 
 pub mod rx;

@@ -852,3 +852,52 @@ async fn hostile_peers_do_not_block_the_listener() {
         .unwrap_or(0);
     assert_eq!(n, 0, "garbage connection must be closed without a reply");
 }
+
+/// RFC 5044 §7.1.2 without RFC 6581 peer-to-peer mode: the responder's
+/// first FPDU waits for the initiator's first FPDU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rev1_responder_waits_for_initiators_first_fpdu() {
+    let rev1 = Config {
+        mpa: MpaConfig {
+            crc: true,
+            revision: 1,
+            peer_to_peer: false,
+        },
+        ..Config::default()
+    };
+    let a = end(rev1);
+    let b = end(Config::default());
+    let r = reg_mut(&a.pd, 16, Access::LOCAL_WRITE);
+    a.qp.post_recv(RecvWr::new(1, vec![Sge::new(r.lkey(), 0, 16)]))
+        .unwrap();
+    let target = reg_mut(&b.pd, 16, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    connect(&a, &b, 1).await;
+    let msg = reg_bytes(&b.pd, b"early".to_vec(), Access::NONE);
+    b.qp.post_send(SendWr::send(9, vec![Sge::new(msg.lkey(), 0, 5)]))
+        .unwrap();
+    // Held back: nothing reaches the initiator.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), a.cq.next())
+            .await
+            .is_err()
+    );
+    // The initiator's first FPDU (a Write) opens the gate.
+    let src = reg_bytes(&a.pd, vec![1u8; 4], Access::NONE);
+    a.qp.post_send(
+        SendWr::write(
+            2,
+            vec![Sge::new(src.lkey(), 0, 4)],
+            RemoteAddr {
+                rkey: target.rkey(),
+                offset: 0,
+            },
+        )
+        .signaled(false),
+    )
+    .unwrap();
+    let wc = next(&a.cq).await;
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (1, WcStatus::Success, 5)
+    );
+}

@@ -172,7 +172,18 @@ async fn traffic(da: &Device, db: &Device, l: iwarp::Listener) {
     ok(&b.cq).await;
     let wc = ok(&a.cq).await;
     assert_eq!(wc.invalidated_rkey, Some(inv.rkey()));
-    a.qp.disconnect();
+    // Finally a Write through the invalidated STag: a answers with a
+    // Terminate (DDP tagged buffer error, invalid STag).
+    b.qp.post_send(SendWr::write(
+        4,
+        vec![Sge::new(bsrc.lkey(), 0, 8)],
+        RemoteAddr {
+            rkey: inv.rkey(),
+            offset: 0,
+        },
+    ))
+    .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(5), a.qp.next_event()).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), b.qp.next_event()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
@@ -350,6 +361,20 @@ fn check(file: &Path) {
         }
     }
     assert!(untagged >= 4, "{list:?}");
+    let terms: Vec<_> = list
+        .iter()
+        .filter(|f| f.opcode.starts_with("Terminate"))
+        .collect();
+    assert_eq!(terms.len(), 1, "exactly one Terminate: {list:?}");
+    for s in [
+        "Layer: DDP (0x1)",
+        "Tagged Buffer Error (0x1)",
+        "Invalid STag (0x00)",
+        "M bit: Set",
+        "D bit: Set",
+    ] {
+        assert!(v.contains(s), "missing {s:?} in the Terminate decode:\n{v}");
+    }
     assert!(responses >= 5, "{list:?}");
     assert!(
         requests.values().all(|q| q.is_empty()),

@@ -56,7 +56,7 @@ pub struct ConnInfo {
 /// Lifecycle state of a queue pair (a simplification of `ibv_qp_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QpState {
-    /// Created; receives may be posted, sends are queued until connected.
+    /// Created; receives may be posted, sends are refused until connected.
     Init,
     /// Connection being established.
     Connecting,

@@ -6,14 +6,16 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use rdmatest::{pattern, ClientError, RdmatestClient};
 
-use crate::channel;
+use crate::channel::{self, Recorder};
+use crate::rdma_opts::RdmaArgs;
 use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 use crate::target::{parse_target, Target};
 
 /// Arguments of `rpcrdma call`.
 #[derive(Debug, Args)]
 pub struct CallArgs {
-    /// The server: tcp://HOST:PORT (the transport follows the scheme).
+    /// The server: rdma://HOST:PORT (RPC-over-RDMA on the software iWARP
+    /// provider) or tcp://HOST:PORT (ONC RPC over TCP).
     #[arg(value_name = "URL", value_parser = parse_target)]
     url: Target,
 
@@ -34,6 +36,9 @@ pub struct CallArgs {
     /// bytes (default: one fragment).
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size_nonzero)]
     max_fragment: Option<usize>,
+
+    #[command(flatten)]
+    rdma: RdmaArgs,
 }
 
 /// An RDMATEST procedure (program 0x20005244, version 1).
@@ -113,10 +118,16 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let options = channel::ConnectOptions {
         timeout,
         max_fragment: args.max_fragment,
+        rdma: args.rdma.config()?,
+        device: match target {
+            Target::Rdma { .. } => Some(args.rdma.device()?),
+            Target::Tcp { .. } => None,
+        },
     };
-    let channel = channel::connect(target, options).await?;
+    let channel = channel::connect(target, &options).await?;
     let connected = start.elapsed();
-    let client = RdmatestClient::new(channel).with_timeout(timeout);
+    let recorder = Recorder::new(&channel);
+    let client = RdmatestClient::new(&recorder).with_timeout(timeout);
 
     let start = Instant::now();
     let (verified, bytes) = perform(&client, args.procedure, args.seed)
@@ -124,6 +135,14 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
         .map_err(explain)
         .with_context(|| format!("{what} via {target}"))?;
     let latency = start.elapsed();
+    let reports = recorder.take();
+    channel.close();
+    if let Target::Rdma { .. } = target {
+        if let Some(dev) = &options.device {
+            dev.flush_capture()
+                .context("cannot write the capture file")?;
+        }
+    }
 
     let mut line = format!(
         "rpcrdma: {what} via {target}: verified OK ({verified}); latency {}",
@@ -135,6 +154,10 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     }
     line.push_str(&format!(" (connect {})", format_duration(connected)));
     println!("{line}");
+    for report in &reports {
+        println!("rpcrdma: on the wire: {}", crate::report::describe(report));
+        println!("rpcrdma:   {report}");
+    }
     Ok(())
 }
 

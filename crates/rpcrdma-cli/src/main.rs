@@ -1,17 +1,26 @@
-//! `rpcrdma`: serve and call the RDMATEST program (0x20005244) over ONC RPC
-//! transports.
+//! `rpcrdma`: serve, call, benchmark and demonstrate the RDMATEST program
+//! (0x20005244) over RPC-over-RDMA (RFC 8166, on the software iWARP
+//! provider) and ONC RPC over TCP.
 //!
 //! ```text
-//! rpcrdma serve --tcp-listen 127.0.0.1:20049
-//! rpcrdma call tcp://127.0.0.1:20049 get 16MiB
+//! rpcrdma serve --listen 127.0.0.1:20049 --tcp-listen 127.0.0.1:20050
+//! rpcrdma call rdma://127.0.0.1:20049 get 16MiB
+//! rpcrdma bench rdma://127.0.0.1:20049 --proc get --size 1MiB --seconds 5
+//! rpcrdma demo
 //! ```
 //!
-//! One module per subcommand; the transport of `call` is chosen by the URL
-//! scheme in [`target`] and connected in [`channel`].
+//! One module per subcommand; the transport of `call` and `bench` is chosen
+//! by the URL scheme in [`target`] and connected in [`channel`].
 #![forbid(unsafe_code)]
 
+mod bench;
 mod call;
 mod channel;
+mod cpu;
+mod demo;
+mod rdma_opts;
+mod report;
+mod rpcbind;
 mod serve;
 mod size;
 mod target;
@@ -20,7 +29,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Serve and call the RDMATEST program over ONC RPC transports.
+/// Serve, call, benchmark and demonstrate the RDMATEST program over
+/// RPC-over-RDMA (software iWARP) and ONC RPC over TCP.
 #[derive(Debug, Parser)]
 #[command(name = "rpcrdma", version, about)]
 struct Cli {
@@ -39,6 +49,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Make one RDMATEST call and verify its result.
     Call(call::CallArgs),
+    /// Measure calls per second, throughput and latency against a server.
+    Bench(bench::BenchArgs),
+    /// Run a server and a client in this process and show every
+    /// RPC-over-RDMA message kind, then a short RDMA vs TCP comparison.
+    Demo(demo::DemoArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -68,6 +83,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Call(args) => call::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
+            Command::Demo(args) => demo::run(args).await,
         }
     });
     match result {

@@ -1,10 +1,17 @@
 //! `rpcrdma serve`: serve the RDMATEST program until SIGINT or SIGTERM.
 //!
-//! Each `--*-listen` option starts one server per occurrence, all sharing
-//! one `Dispatcher`. To add a transport: add its option to [`ServeArgs`] in
-//! the `listeners` group, a `start_*` function returning a [`Running`], and
-//! a loop over the option in [`run`]. Readiness is announced on stdout as
-//! `rpcrdma: listening on <transport> <address> (...)`, flushed.
+//! `--listen` (RPC-over-RDMA on the software iWARP provider) and
+//! `--tcp-listen` (ONC RPC over TCP) each start one server per occurrence,
+//! all sharing one `Dispatcher`. To add a transport: add its option to
+//! [`ServeArgs`] in the `listeners` group, a `start_*` function returning a
+//! [`Running`], and a loop over the option in [`run`]. Readiness is
+//! announced on stdout in ONE line, flushed:
+//! `rpcrdma: listening on rdma 127.0.0.1:20049 and tcp 127.0.0.1:20050 (...)`.
+//!
+//! On SIGINT/SIGTERM every server stops accepting, lets in-flight calls
+//! finish (RDMA: up to the transport's shutdown grace, 5 s), closes its
+//! connections; then the rpcbind mappings (if `--rpcbind`) are removed and
+//! the process exits 0.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -17,6 +24,8 @@ use oncrpc_tcp::{ServerConfig, TcpServer};
 use rdmatest::RdmatestServer;
 use tokio::task::JoinHandle;
 
+use crate::rdma_opts::RdmaArgs;
+use crate::rpcbind::{Mapping, Registered, LOCAL_RPCBIND};
 use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 
 /// Arguments of `rpcrdma serve`. Each listener option names one transport;
@@ -24,6 +33,12 @@ use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("listeners").required(true).multiple(true)))]
 pub struct ServeArgs {
+    /// Serve RPC-over-RDMA (RFC 8166) on the software iWARP provider on
+    /// HOST:PORT (iWARP runs over TCP; port 0 picks a free port; 20049 is
+    /// the registered NFS-over-RDMA port). May be repeated.
+    #[arg(long, value_name = "HOST:PORT", group = "listeners")]
+    listen: Vec<String>,
+
     /// Serve ONC RPC over TCP (RFC 5531 record marking) on HOST:PORT; port 0
     /// picks a free port. May be repeated.
     #[arg(long, value_name = "HOST:PORT", group = "listeners")]
@@ -47,6 +62,15 @@ pub struct ServeArgs {
     /// Calls of one connection executed concurrently.
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_calls_per_connection: usize,
+
+    /// Register the listeners with the local rpcbind (127.0.0.1:111) under
+    /// netids `rdma` and `tcp` (`rdma6`/`tcp6` for IPv6), and remove them on
+    /// exit.
+    #[arg(long)]
+    rpcbind: bool,
+
+    #[command(flatten)]
+    rdma: RdmaArgs,
 }
 
 /// Runs the server(s) until a signal asks them to stop.
@@ -63,7 +87,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let dispatcher = Arc::new(Dispatcher::builder().service(service).build());
     let about = format!(
-        "RDMATEST program {}, version {}, max data {}",
+        "RDMATEST program {:#x}, version {}, max data {}",
         rdmatest::PROGRAM,
         rdmatest::VERSION,
         format_size(args.max_data.into())
@@ -72,31 +96,83 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Every listener of every transport becomes one `Running` server; a new
     // transport adds its option to the `listeners` group and a `start_*`.
     let mut running = Vec::new();
-    for addr in &args.tcp_listen {
-        let server = start_tcp(addr, &args, dispatcher.clone()).await?;
-        announce(&format!("rpcrdma: listening on {} ({about})", server.name))?;
-        running.push(server);
+    if !args.listen.is_empty() {
+        let config = args.rdma.config()?;
+        let device = args.rdma.device()?;
+        for addr in &args.listen {
+            let server = start_rdma(addr, &device, &config, &dispatcher).await;
+            running.push(server.inspect_err(|_| stop_all(&running))?);
+        }
     }
+    for addr in &args.tcp_listen {
+        let server = start_tcp(addr, &args, dispatcher.clone()).await;
+        running.push(server.inspect_err(|_| stop_all(&running))?);
+    }
+
+    let mut registered = None;
+    if args.rpcbind {
+        let mappings = running
+            .iter()
+            .map(|s| Mapping::new(rdmatest::PROGRAM, rdmatest::VERSION, s.transport, s.addr))
+            .collect();
+        match Registered::register(LOCAL_RPCBIND, mappings).await {
+            Ok(r) => registered = Some(r),
+            Err(e) => {
+                stop_all(&running);
+                return Err(e.context("--rpcbind: cannot register with the local rpcbind"));
+            }
+        }
+    }
+
+    let names: Vec<&str> = running.iter().map(|s| s.name.as_str()).collect();
+    let mut line = format!("rpcrdma: listening on {} ({about}", names.join(" and "));
+    if let Some(r) = &registered {
+        let netids: Vec<&str> = r.mappings().iter().map(|m| m.netid.as_str()).collect();
+        line.push_str(&format!(
+            "; registered with rpcbind as {}",
+            netids.join(", ")
+        ));
+    }
+    line.push(')');
+    announce(&line)?;
 
     let signal = stop.recv().await;
     eprintln!("rpcrdma: {signal}: shutting down");
-    for server in &running {
-        (server.stop)();
-    }
+    stop_all(&running);
+    let mut result = Ok(());
     for server in running {
-        server
+        let outcome = server
             .task
             .await
-            .with_context(|| format!("server {} panicked", server.name))?
-            .with_context(|| format!("server {} failed", server.name))?;
+            .with_context(|| format!("server {} panicked", server.name))
+            .and_then(|r| r.with_context(|| format!("server {} failed", server.name)));
+        if let Err(e) = outcome {
+            result = result.and(Err(e));
+        }
     }
-    Ok(())
+    if let Some(mut r) = registered {
+        if let Err(e) = r.unregister().await {
+            result = result.and(Err(e.context("cannot unregister from rpcbind")));
+        }
+    }
+    result
+}
+
+/// Asks every server to stop.
+fn stop_all(running: &[Running]) {
+    for server in running {
+        (server.stop)();
+    }
 }
 
 /// A started server of some transport.
 struct Running {
     /// "tcp 127.0.0.1:20049" and the like: transport and bound address.
     name: String,
+    /// "tcp" or "rdma" (the rpcbind netid, without the IPv6 `6`).
+    transport: &'static str,
+    /// The bound address.
+    addr: std::net::SocketAddr,
     /// Asks the server to stop gracefully.
     stop: Box<dyn Fn() + Send + Sync>,
     /// Completes when the server has stopped.
@@ -126,8 +202,61 @@ async fn start_tcp(
     let handle = server.shutdown_handle();
     Ok(Running {
         name: format!("tcp {local}"),
+        transport: "tcp",
+        addr: local,
         stop: Box::new(move || handle.shutdown()),
         task: tokio::spawn(async move { Ok(server.run().await?) }),
+    })
+}
+
+/// Binds an RPC-over-RDMA server on `addr` with the software iWARP device.
+async fn start_rdma(
+    addr: &str,
+    device: &iwarp::Device,
+    config: &rpcrdma::RdmaConfig,
+    dispatcher: &Arc<Dispatcher>,
+) -> anyhow::Result<Running> {
+    let sockaddr = crate::channel::resolve(addr)
+        .await
+        .with_context(|| format!("cannot listen on rdma {addr}"))?;
+    let server = rpcrdma::RdmaServer::bind(
+        device.clone(),
+        sockaddr,
+        Dispatcher::clone(dispatcher),
+        config.clone(),
+        rpcrdma::Bindings::rdmatest(),
+    )
+    .await
+    .with_context(|| format!("cannot listen on rdma {addr}"))?;
+    let local = server.local_addr();
+    // `stop` starts the graceful shutdown (stop accepting, drain in-flight
+    // calls, close); the task completes when it is done.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let tx = std::sync::Mutex::new(Some(tx));
+    let device = device.clone();
+    let task = tokio::spawn(async move {
+        let _ = rx.await;
+        server.shutdown().await;
+        let stats = server.stats();
+        tracing::info!(
+            dispatched = stats.dispatched.load(std::sync::atomic::Ordering::Relaxed),
+            "rdma server stopped"
+        );
+        device
+            .flush_capture()
+            .context("cannot write the capture file")?;
+        Ok(())
+    });
+    Ok(Running {
+        name: format!("rdma {local}"),
+        transport: "rdma",
+        addr: local,
+        stop: Box::new(move || {
+            if let Some(tx) = tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = tx.send(());
+            }
+        }),
+        task,
     })
 }
 

@@ -1,0 +1,632 @@
+//! `rpcrdma demo`: a guided tour. Starts an RDMATEST server on both
+//! transports and a client in this process (software iWARP over real TCP on
+//! 127.0.0.1, ports chosen by the OS), makes one call of every
+//! RPC-over-RDMA message kind and prints what went on the wire, then
+//! compares RPC-over-RDMA with ONC RPC over TCP in a short benchmark.
+//!
+//! Exits 0 only if every call verified and went on the wire as expected.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use oncrpc::{Channel, Dispatcher, Payload, Request};
+use oncrpc_tcp::{ServerConfig, TcpServer};
+use rdmatest::{ClientError, GetArgs, PutResult, RdmatestClient, RdmatestServer};
+use rpcrdma::{Bindings, CallKind, CallReport, RdmaServer, ReplyMode};
+use xdr::XdrRead;
+
+use crate::bench::{self, Outcome, Proc, Spec};
+use crate::channel::{self, AnyChannel, Recorder};
+use crate::rdma_opts::RdmaArgs;
+use crate::report::{call_kind, describe, reply_mode};
+use crate::size::format_size;
+use crate::target::Target;
+
+/// Largest ECHO/PUT/GET data of the demo server (a GET for more shows the
+/// unused Write chunk).
+const MAX_DATA: u32 = 4 << 20;
+
+/// Arguments of `rpcrdma demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Seconds per benchmark measurement (6 measurements: NULL, GET, PUT on
+    /// each transport).
+    #[arg(long, value_name = "S", default_value_t = 0.5)]
+    bench_seconds: f64,
+
+    /// Skip the RDMA vs TCP benchmark.
+    #[arg(long)]
+    no_bench: bool,
+
+    #[command(flatten)]
+    rdma: RdmaArgs,
+}
+
+/// What a step expects on the wire.
+struct Expect {
+    call: CallKind,
+    reply: ReplyMode,
+    /// Bytes written into each Write chunk, when the step offers any.
+    write_chunks: Option<Vec<u64>>,
+    /// Bytes in (non-zero-position) Read chunks.
+    read_chunk_bytes: Option<u64>,
+}
+
+/// Runs the demo.
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    if !(args.bench_seconds.is_finite() && args.bench_seconds > 0.0 && args.bench_seconds <= 60.0) {
+        anyhow::bail!("invalid --bench-seconds {}", args.bench_seconds);
+    }
+    let started = Instant::now();
+    let config = args.rdma.config()?;
+    let inline = config.inline_send;
+
+    println!("rpcrdma demo: RPC-over-RDMA Version One (RFC 8166) on a software iWARP RNIC");
+    println!("=============================================================================");
+    println!(
+        "The RDMATEST program ({:#x} v1) is served over",
+        rdmatest::PROGRAM
+    );
+    println!("  - RPC-over-RDMA: iWARP (MPA/DDP/RDMAP, implemented in userspace) over TCP,");
+    println!("  - ONC RPC over TCP with record marking (RFC 5531), the usual baseline,");
+    println!("and a client in this same process calls it over 127.0.0.1. Every result is");
+    println!("verified (ECHO bytes, PUT length + CRC-32C, GET pattern bytes).");
+    println!();
+
+    // --- servers ---------------------------------------------------------
+    let service = RdmatestServer::new(rdmatest::ServerConfig {
+        max_get_len: MAX_DATA,
+        max_echo_len: MAX_DATA,
+        max_put_len: MAX_DATA,
+        ..Default::default()
+    });
+    let dispatcher = Dispatcher::builder().service(service).build();
+    let server_dev = iwarp::Device::default();
+    let rdma_server = RdmaServer::bind(
+        server_dev,
+        "127.0.0.1:0".parse()?,
+        dispatcher.clone(),
+        config.clone(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .context("cannot start the RPC-over-RDMA server")?;
+    let tcp_server = TcpServer::bind("127.0.0.1:0", Arc::new(dispatcher), ServerConfig::default())
+        .await
+        .context("cannot start the TCP server")?;
+    let tcp_addr = tcp_server.local_addr()?;
+    let tcp_stop = tcp_server.shutdown_handle();
+    let tcp_task = tokio::spawn(tcp_server.run());
+    let rdma_url = Target::Rdma {
+        addr: rdma_server.local_addr().to_string(),
+    };
+    let tcp_url = Target::Tcp {
+        addr: tcp_addr.to_string(),
+    };
+    println!("Servers: {rdma_url} (RPC-over-RDMA) and {tcp_url} (RPC over TCP)");
+
+    // --- client ----------------------------------------------------------
+    let client_dev = args.rdma.device()?;
+    let options = channel::ConnectOptions {
+        timeout: Duration::from_secs(10),
+        max_fragment: None,
+        rdma: config.clone(),
+        device: Some(client_dev.clone()),
+    };
+    let rdma = channel::connect(&rdma_url, &options).await?;
+    if let AnyChannel::Rdma(c) = &rdma {
+        let th = c.thresholds().unwrap_or_default();
+        println!(
+            "Connected; RFC 8797 private data negotiated inline thresholds {} B (calls) / {} B (replies), remote invalidation {}.",
+            th.call_inline,
+            th.reply_inline,
+            if c.remote_invalidation() == Some(true) { "on" } else { "off" }
+        );
+    }
+    println!();
+    println!("1. Every RPC-over-RDMA message kind");
+    println!("-----------------------------------");
+
+    let mut failures = Vec::new();
+    let recorder = Recorder::new(&rdma);
+    let typed = RdmatestClient::new(&recorder).with_timeout(Duration::from_secs(30));
+    let big = 16 * inline as usize;
+
+    // Short Call / Short Reply.
+    let r = typed.null().await.map(|()| "void reply".to_string());
+    step(
+        &mut failures,
+        &recorder,
+        "NULL",
+        "Short Call + Short Reply: the whole RPC message fits in one Send each way",
+        r,
+        Expect::short(),
+    );
+    let r = typed
+        .echo(rdmatest::pattern::pattern(1, 100))
+        .await
+        .map(|d| format!("{} bytes echoed identically", d.len()));
+    step(
+        &mut failures,
+        &recorder,
+        "ECHO 100 B",
+        "Short Call + Short Reply with data: small enough to stay inline",
+        r,
+        Expect::short(),
+    );
+
+    // Chunked Call: PUT's data is DDP-eligible and moves in a Read chunk.
+    let size = 1u32 << 20;
+    let r = typed
+        .put(rdmatest::pattern::pattern(2, size as usize))
+        .await
+        .map(|p| {
+            format!(
+                "server saw {} bytes, CRC-32C {:#010x} matches",
+                p.length, p.crc32c
+            )
+        });
+    step(
+        &mut failures,
+        &recorder,
+        "PUT 1 MiB",
+        "Chunked Call: the data is registered and the SERVER pulls it with RDMA Read (Read chunk)",
+        r,
+        Expect {
+            call: CallKind::Chunked,
+            reply: ReplyMode::Short,
+            write_chunks: None,
+            read_chunk_bytes: Some(size.into()),
+        },
+    );
+
+    // Write chunk: GET's result is DDP-eligible and is RDMA-written.
+    let r = typed
+        .get(size, 3)
+        .await
+        .map(|d| format!("{} bytes of pattern verified", d.len()));
+    step(
+        &mut failures,
+        &recorder,
+        "GET 1 MiB",
+        "Write chunk: the client offers a buffer, the SERVER pushes the data with RDMA Write",
+        r,
+        Expect::write(vec![size.into()]),
+    );
+
+    // Two Write chunks.
+    let (a, b) = (64u32 << 10, 12_345u32);
+    let r = typed.get2(a, b, 5).await.map(|g| {
+        format!(
+            "a: {} bytes, marker 0xfeedface, b: {} bytes, all verified",
+            g.a.len(),
+            g.b.len()
+        )
+    });
+    step(
+        &mut failures,
+        &recorder,
+        "GET2 64 KiB + 12345 B",
+        "Two Write chunks: each DDP-eligible result lands in its own buffer",
+        r,
+        Expect::write(vec![a.into(), b.into()]),
+    );
+
+    // Unused Write chunk: GET above the server's maximum answers status 1.
+    let over = MAX_DATA + 1;
+    let r = match typed.get(over, 1).await {
+        Err(ClientError::GetStatus(1)) => Ok(format!(
+            "server refused with status 1 (above its {} maximum), as expected",
+            format_size(MAX_DATA.into())
+        )),
+        Ok(_) => Err("the server returned data above its maximum".to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    step_str(
+        &mut failures,
+        &recorder,
+        &format!("GET {} + 1 B", format_size(MAX_DATA.into())),
+        "Unused Write chunk: the client offered a buffer, the reply needed none (0 bytes written)",
+        r,
+        Expect::write(vec![0]),
+    );
+
+    // Long Call: a PUT whose data is NOT marked DDP-eligible travels in the
+    // Position-Zero Read chunk (RDMA_NOMSG).
+    let data = rdmatest::pattern::pattern(4, big);
+    let mut p = Payload::builder();
+    p.opaque_bytes(data.clone());
+    let r = put_checked(
+        &recorder,
+        Request::new(
+            rdmatest::PROGRAM,
+            rdmatest::VERSION,
+            rdmatest::proto::PROC_PUT,
+            p.finish(),
+        ),
+        &data,
+    )
+    .await;
+    step_str(
+        &mut failures,
+        &recorder,
+        &format!("PUT {} as plain XDR", format_size(big as u64)),
+        "Long Call: too big for a Send and nothing DDP-eligible, so the WHOLE call is RDMA-Read (position zero)",
+        r,
+        Expect {
+            call: CallKind::Long,
+            reply: ReplyMode::Short,
+            write_chunks: None,
+            read_chunk_bytes: None,
+        },
+    );
+
+    // Long Reply: a GET without a Write chunk gets its result in the Reply
+    // chunk.
+    let len = big as u32;
+    let mut p = Payload::builder();
+    p.item(&GetArgs {
+        length: len,
+        seed: 6,
+    });
+    let req = Request::new(
+        rdmatest::PROGRAM,
+        rdmatest::VERSION,
+        rdmatest::proto::PROC_GET,
+        p.finish(),
+    )
+    .with_max_reply_len(big + 600);
+    let r = get_checked(&recorder, req, len, 6).await;
+    step_str(
+        &mut failures,
+        &recorder,
+        &format!("GET {} without a Write chunk", format_size(big as u64)),
+        "Long Reply: the reply is too big for a Send, so the server RDMA-Writes it all into the Reply chunk",
+        r,
+        Expect {
+            call: CallKind::Short,
+            reply: ReplyMode::Long,
+            write_chunks: None,
+            read_chunk_bytes: None,
+        },
+    );
+
+    // Long Call and Long Reply at once: a large ECHO.
+    let r = typed
+        .echo(rdmatest::pattern::pattern(8, big))
+        .await
+        .map(|d| format!("{} bytes echoed identically", d.len()));
+    step(
+        &mut failures,
+        &recorder,
+        &format!("ECHO {}", format_size(big as u64)),
+        "Long Call + Long Reply: both directions move through chunks",
+        r,
+        Expect {
+            call: CallKind::Long,
+            reply: ReplyMode::Long,
+            write_chunks: None,
+            read_chunk_bytes: None,
+        },
+    );
+
+    let c = rdma_server.stats().counters.snapshot();
+    let stats = rdma_server.stats();
+    println!(
+        "Server side: calls {} Short / {} Chunked / {} Long; replies {} Short / {} Long;",
+        c.calls_short, c.calls_chunked, c.calls_long, c.replies_short, c.replies_long
+    );
+    println!(
+        "  chunks: {} Read, {} Position-Zero, {} Write, {} Reply; {} moved by {} RDMA Reads and {} RDMA Writes;",
+        c.read_chunks,
+        c.position_zero_chunks,
+        c.write_chunks,
+        c.reply_chunks,
+        format_size(c.chunk_bytes),
+        stats.rdma_reads.load(std::sync::atomic::Ordering::Relaxed),
+        stats.rdma_writes.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    println!(
+        "  {} replies by Send with Invalidate; protocol errors {}.",
+        stats
+            .send_with_invalidate
+            .load(std::sync::atomic::Ordering::Relaxed),
+        c.err_vers + c.err_chunk + c.garbage_args + c.discarded + c.closed
+    );
+    println!();
+
+    // --- bench -----------------------------------------------------------
+    let mut bench_errors = 0;
+    if !args.no_bench {
+        let tcp = channel::connect(&tcp_url, &options).await?;
+        let rdma = Arc::new(rdma);
+        let tcp = Arc::new(tcp);
+        let secs = Duration::from_secs_f64(args.bench_seconds);
+        println!(
+            "2. RPC-over-RDMA vs RPC over TCP ({:.1} s per measurement, same process)",
+            args.bench_seconds
+        );
+        println!("---------------------------------------------------------------------------");
+        let cases = [
+            (
+                "NULL, 1 call in flight",
+                Spec {
+                    procedure: Proc::Null,
+                    size: 0,
+                    depth: 1,
+                    duration: secs,
+                },
+            ),
+            (
+                "GET 1 MiB, 4 in flight",
+                Spec {
+                    procedure: Proc::Get,
+                    size: 1 << 20,
+                    depth: 4,
+                    duration: secs,
+                },
+            ),
+            (
+                "PUT 1 MiB, 4 in flight",
+                Spec {
+                    procedure: Proc::Put,
+                    size: 1 << 20,
+                    depth: 4,
+                    duration: secs,
+                },
+            ),
+        ];
+        let mut rows = Vec::new();
+        for (name, spec) in cases {
+            let r = bench::measure(std::slice::from_ref(&rdma), spec, None).await;
+            let t = bench::measure(std::slice::from_ref(&tcp), spec, None).await;
+            bench_errors += r.errors + t.errors;
+            for (which, o) in [("rdma", &r), ("tcp", &t)] {
+                if let Some(e) = &o.first_error {
+                    println!("  {which} {name}: {} errors, first: {e}", o.errors);
+                }
+            }
+            rows.push((name, spec, r, t));
+        }
+        print_table(&rows);
+        if let Ok(rdma) = Arc::try_unwrap(rdma) {
+            rdma.close();
+        }
+        drop(tcp);
+    } else {
+        rdma.close();
+    }
+
+    rdma_server.shutdown().await;
+    tcp_stop.shutdown();
+    let _ = tcp_task.await;
+    client_dev
+        .flush_capture()
+        .context("cannot write the capture file")?;
+
+    println!();
+    if failures.is_empty() && bench_errors == 0 {
+        println!(
+            "All calls verified; every message kind went on the wire as expected ({:.1} s).",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    } else {
+        for f in &failures {
+            println!("FAILED: {f}");
+        }
+        anyhow::bail!(
+            "{} step(s) failed, {} benchmark call(s) failed",
+            failures.len(),
+            bench_errors
+        )
+    }
+}
+
+impl Expect {
+    fn short() -> Self {
+        Expect {
+            call: CallKind::Short,
+            reply: ReplyMode::Short,
+            write_chunks: None,
+            read_chunk_bytes: None,
+        }
+    }
+
+    fn write(bytes: Vec<u64>) -> Self {
+        Expect {
+            call: CallKind::Short,
+            reply: ReplyMode::Short,
+            write_chunks: Some(bytes),
+            read_chunk_bytes: None,
+        }
+    }
+
+    /// What differs between the expectation and the report.
+    fn check(&self, r: &CallReport) -> Vec<String> {
+        let mut bad = Vec::new();
+        if r.call_kind != self.call {
+            bad.push(format!(
+                "expected a {}, got a {}",
+                call_kind(self.call),
+                call_kind(r.call_kind)
+            ));
+        }
+        if r.reply_mode != self.reply {
+            bad.push(format!(
+                "expected a {}, got a {}",
+                reply_mode(self.reply),
+                reply_mode(r.reply_mode)
+            ));
+        }
+        let written = self.write_chunks.clone().unwrap_or_default();
+        if r.write_chunk_bytes != written {
+            bad.push(format!(
+                "expected Write chunk bytes {written:?}, got {:?}",
+                r.write_chunk_bytes
+            ));
+        }
+        if let Some(n) = self.read_chunk_bytes {
+            if r.read_chunk_bytes != n {
+                bad.push(format!(
+                    "expected {n} bytes in Read chunks, got {}",
+                    r.read_chunk_bytes
+                ));
+            }
+        }
+        bad
+    }
+}
+
+fn step(
+    failures: &mut Vec<String>,
+    recorder: &Recorder<'_>,
+    what: &str,
+    explain: &str,
+    result: Result<String, ClientError>,
+    expect: Expect,
+) {
+    step_str(
+        failures,
+        recorder,
+        what,
+        explain,
+        result.map_err(|e| e.to_string()),
+        expect,
+    )
+}
+
+/// Prints one step: the explanation, what went on the wire, the
+/// verification; records failures.
+fn step_str(
+    failures: &mut Vec<String>,
+    recorder: &Recorder<'_>,
+    what: &str,
+    explain: &str,
+    result: Result<String, String>,
+    expect: Expect,
+) {
+    let reports = recorder.take();
+    println!("* {what}");
+    println!("    {explain}");
+    for r in &reports {
+        println!("    wire:     {}", describe(r));
+    }
+    let mut problems = Vec::new();
+    match reports.as_slice() {
+        [r] => problems.extend(expect.check(r)),
+        _ => problems.push(format!("expected one call, saw {}", reports.len())),
+    }
+    match &result {
+        Ok(v) => println!("    verified: {v}"),
+        Err(e) => problems.push(format!("call failed: {e}")),
+    }
+    if problems.is_empty() {
+        println!("    OK");
+    } else {
+        for p in &problems {
+            println!("    FAILED:   {p}");
+        }
+        failures.push(format!("{what}: {}", problems.join("; ")));
+    }
+}
+
+/// A PUT request whose data the server must echo back as length + CRC.
+async fn put_checked(ch: &Recorder<'_>, req: Request, data: &Bytes) -> Result<String, String> {
+    let res = ch.call(req).await.map_err(|e| e.to_string())?;
+    let mut d = res.decoder();
+    let got: PutResult = d.decode().map_err(|e| e.to_string())?;
+    d.finish().map_err(|e| e.to_string())?;
+    let want = crc32c::crc32c(data);
+    if got.length as usize != data.len() || got.crc32c != want {
+        return Err(format!(
+            "server saw {} bytes with CRC-32C {:#010x}, expected {} bytes with {want:#010x}",
+            got.length,
+            got.crc32c,
+            data.len()
+        ));
+    }
+    Ok(format!(
+        "server saw {} bytes, CRC-32C {want:#010x} matches",
+        got.length
+    ))
+}
+
+/// A GET request (status 0 and `len` pattern bytes expected).
+async fn get_checked(
+    ch: &Recorder<'_>,
+    req: Request,
+    len: u32,
+    seed: u32,
+) -> Result<String, String> {
+    let res = ch.call(req).await.map_err(|e| e.to_string())?;
+    let mut d = res.decoder();
+    let status = d.u32().map_err(|e| e.to_string())?;
+    if status != 0 {
+        return Err(format!("GET status {status}"));
+    }
+    let data = d.opaque(len).map_err(|e| e.to_string())?;
+    d.finish().map_err(|e| e.to_string())?;
+    if data.len() != len as usize {
+        return Err(format!("{} bytes instead of {len}", data.len()));
+    }
+    rdmatest::pattern::verify_pattern(seed, &data)
+        .map_err(|off| format!("pattern mismatch at offset {off}"))?;
+    Ok(format!("{len} bytes of pattern verified"))
+}
+
+fn print_table(rows: &[(&str, Spec, Outcome, Outcome)]) {
+    println!(
+        "{:<30} {:>16} {:>16} {:>9}",
+        "", "RPC-over-RDMA", "RPC over TCP", "RDMA/TCP"
+    );
+    for (name, spec, r, t) in rows {
+        if spec.procedure == Proc::Null {
+            let (rl, tl) = (r.percentile_us(50.0), t.percentile_us(50.0));
+            println!(
+                "{:<30} {:>13} µs {:>13} µs {:>8.2}x",
+                format!("{name}: latency p50"),
+                rl,
+                tl,
+                ratio(rl as f64, tl as f64)
+            );
+            println!(
+                "{:<30} {:>8.0} calls/s {:>8.0} calls/s {:>8.2}x",
+                format!("{name}: rate"),
+                r.ops_per_sec(),
+                t.ops_per_sec(),
+                ratio(r.ops_per_sec(), t.ops_per_sec())
+            );
+        } else {
+            println!(
+                "{:<30} {:>11.0} MB/s {:>11.0} MB/s {:>8.2}x",
+                name,
+                r.bytes_per_sec() / 1e6,
+                t.bytes_per_sec() / 1e6,
+                ratio(r.bytes_per_sec(), t.bytes_per_sec())
+            );
+            if let (Some(rc), Some(tc)) = (r.cpu_sec_per_gb(), t.cpu_sec_per_gb()) {
+                println!(
+                    "{:<30} {:>11.2} s/GB {:>11.2} s/GB {:>8.2}x",
+                    "  CPU per GB (client+server)",
+                    rc,
+                    tc,
+                    ratio(rc, tc)
+                );
+            }
+        }
+    }
+    println!("(MB = 10^6 bytes; CPU = this whole process, which runs client AND server;");
+    println!(" software iWARP does in CPU what an RNIC would do in hardware.)");
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        f64::NAN
+    }
+}

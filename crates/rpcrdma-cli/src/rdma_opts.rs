@@ -1,0 +1,95 @@
+//! Options of the RPC-over-RDMA transport shared by `serve`, `call`,
+//! `bench` and `demo`: they map onto [`rpcrdma::RdmaConfig`] and the
+//! software iWARP device ([`iwarp::Config`]).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use rpcrdma::RdmaConfig;
+
+use crate::size::parse_size_u32;
+
+/// RPC-over-RDMA tuning (all optional; defaults are the transport's).
+#[derive(Debug, Clone, Args)]
+pub struct RdmaArgs {
+    /// RDMA: inline threshold in bytes, both directions (RFC 8797 private
+    /// data; multiples of 1024 from 1 KiB to 256 KiB). Messages larger than
+    /// this move their data in chunks.
+    #[arg(long, value_name = "SIZE", default_value = "4096", value_parser = parse_size_u32)]
+    pub inline: u32,
+
+    /// RDMA: credits (requester: asked for; responder: granted), i.e. calls
+    /// in flight per connection.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub credits: u32,
+
+    /// RDMA: segments per chunk (each at most 1 MiB). The default, 32,
+    /// lets a 16 MiB ECHO travel as a Long Call and Long Reply (the
+    /// transport's own default is 16). Both sides must allow the segments
+    /// the other sends.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_segments: u32,
+
+    /// RDMA: do not advertise or use remote invalidation (RFC 8797 §6);
+    /// the requester then invalidates its registrations itself.
+    #[arg(long)]
+    pub no_remote_invalidate: bool,
+
+    /// RDMA: write this process's iWARP traffic (MPA, DDP, RDMAP with
+    /// synthesized Ethernet/IP/TCP headers) to a pcap file, for Wireshark
+    /// or tshark.
+    #[arg(long, value_name = "FILE.pcap")]
+    pub capture: Option<PathBuf>,
+}
+
+impl Default for RdmaArgs {
+    fn default() -> Self {
+        RdmaArgs {
+            inline: 4096,
+            credits: 128,
+            max_segments: 32,
+            no_remote_invalidate: false,
+            capture: None,
+        }
+    }
+}
+
+impl RdmaArgs {
+    /// The transport configuration these options describe.
+    pub fn config(&self) -> anyhow::Result<RdmaConfig> {
+        if !(1024..=256 * 1024).contains(&self.inline) || !self.inline.is_multiple_of(1024) {
+            anyhow::bail!(
+                "invalid --inline {}: RFC 8797 conveys multiples of 1024 bytes from 1 KiB to 256 KiB",
+                self.inline
+            );
+        }
+        if self.credits == 0 {
+            anyhow::bail!("invalid --credits 0: at least one credit is needed");
+        }
+        if self.max_segments == 0 {
+            anyhow::bail!("invalid --max-segments 0");
+        }
+        Ok(RdmaConfig {
+            credits: self.credits,
+            max_segments: self.max_segments,
+            remote_invalidation: !self.no_remote_invalidate,
+            ..RdmaConfig::default().with_inline(self.inline)
+        })
+    }
+
+    /// A software iWARP device, capturing to `--capture` if given.
+    pub fn device(&self) -> anyhow::Result<iwarp::Device> {
+        let capture = match &self.capture {
+            Some(path) => Some(
+                iwarp::capture::Capture::create(path)
+                    .with_context(|| format!("cannot create capture file {}", path.display()))?,
+            ),
+            None => None,
+        };
+        Ok(iwarp::Device::new(iwarp::Config {
+            capture,
+            ..iwarp::Config::default()
+        }))
+    }
+}

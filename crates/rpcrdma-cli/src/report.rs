@@ -1,0 +1,89 @@
+//! Human-readable summaries of what a call put on the wire, from the
+//! transport's [`CallReport`].
+
+use rpcrdma::{CallKind, CallReport, ReplyMode};
+
+use crate::size::format_size;
+
+/// The call's and reply's message kinds and chunks in a few words, e.g.
+/// `Chunked Call (RDMA_MSG, 1 Read chunk 1.00 MiB) -> Short Reply (RDMA_MSG,
+/// Write chunk 0: 1.00 MiB)`.
+pub fn describe(r: &CallReport) -> String {
+    let mut call = vec![r.call_message.to_string()];
+    if r.read_chunks > 0 {
+        call.push(format!(
+            "{} Read chunk{} {} in {} segment{}",
+            r.read_chunks,
+            plural(r.read_chunks),
+            format_size(r.read_chunk_bytes),
+            r.read_segments,
+            plural(r.read_segments)
+        ));
+    }
+    if r.position_zero_bytes > 0 {
+        call.push(format!(
+            "Position-Zero Read chunk {}",
+            format_size(r.position_zero_bytes)
+        ));
+    }
+    if r.write_chunks > 0 {
+        call.push(format!(
+            "{} Write chunk{} offered",
+            r.write_chunks,
+            plural(r.write_chunks)
+        ));
+    }
+    if r.reply_chunk_offered {
+        call.push("Reply chunk offered".into());
+    }
+    call.push(format!("Send {}", format_size(r.call_send_bytes)));
+
+    let mut reply = vec![r.reply_message.to_string()];
+    for (i, n) in r.write_chunk_bytes.iter().enumerate() {
+        if *n == 0 {
+            reply.push(format!("Write chunk {i} unused"));
+        } else {
+            reply.push(format!("Write chunk {i}: {}", format_size(*n)));
+        }
+    }
+    if r.reply_chunk_bytes > 0 {
+        reply.push(format!("Reply chunk {}", format_size(r.reply_chunk_bytes)));
+    }
+    reply.push(format!("Send {}", format_size(r.reply_recv_bytes)));
+    if r.remote_invalidated {
+        reply.push("remote invalidation".into());
+    }
+    format!(
+        "{} ({}) -> {} ({})",
+        call_kind(r.call_kind),
+        call.join(", "),
+        reply_mode(r.reply_mode),
+        reply.join(", ")
+    )
+}
+
+/// "Short Call", "Chunked Call" or "Long Call" (RFC 8166 §3.5).
+pub fn call_kind(k: CallKind) -> &'static str {
+    match k {
+        CallKind::Short => "Short Call",
+        CallKind::Chunked => "Chunked Call",
+        CallKind::Long => "Long Call",
+    }
+}
+
+/// "Short Reply", "Long Reply" or "RDMA_ERROR".
+pub fn reply_mode(m: ReplyMode) -> &'static str {
+    match m {
+        ReplyMode::Short => "Short Reply",
+        ReplyMode::Long => "Long Reply",
+        ReplyMode::Error => "RDMA_ERROR",
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

@@ -1,0 +1,250 @@
+//! A small rpcbind client (RFC 1833, RPCBPROG 100000 version 4): register
+//! and unregister a program's addresses with the local rpcbind, so
+//! `rpcinfo` and clients that look servers up find them.
+//!
+//! Only SET (1) and UNSET (2) are implemented, over ONC RPC over TCP. The
+//! argument of both is the `rpcb` structure (RFC 1833 §2.1):
+//!
+//! ```text
+//! struct rpcb { unsigned long r_prog; unsigned long r_vers;
+//!               string r_netid<>; string r_addr<>; string r_owner<>; };
+//! ```
+//!
+//! and both return a `bool`. Addresses are RFC 5665 universal addresses
+//! (`h1.h2.h3.h4.p1.p2` for IPv4), and netids are the RFC 5665 ones:
+//! `tcp`/`tcp6` and `rdma`/`rdma6`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::Context;
+use oncrpc::{Channel, Payload, Request};
+use oncrpc_tcp::{ClientConfig, TcpChannel};
+use xdr::XdrRead;
+
+/// The rpcbind program number.
+pub const RPCBPROG: u32 = 100_000;
+/// The rpcbind protocol version used (RFC 1833 version 4).
+pub const RPCBVERS4: u32 = 4;
+/// RPCBPROC_SET: register a mapping.
+pub const RPCBPROC_SET: u32 = 1;
+/// RPCBPROC_UNSET: remove a mapping.
+pub const RPCBPROC_UNSET: u32 = 2;
+/// Where the local rpcbind listens.
+pub const LOCAL_RPCBIND: &str = "127.0.0.1:111";
+
+/// An `rpcb` mapping (RFC 1833 §2.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// Program number.
+    pub prog: u32,
+    /// Program version.
+    pub vers: u32,
+    /// Network id (RFC 5665): `tcp`, `tcp6`, `rdma`, `rdma6`.
+    pub netid: String,
+    /// Universal address (RFC 5665 §5.2.3).
+    pub uaddr: String,
+    /// Owner (libtirpc sends the effective uid; rpcbind records the
+    /// caller's own view of it).
+    pub owner: String,
+}
+
+impl Mapping {
+    /// The mapping of `prog`/`vers` served over `transport` ("tcp" or
+    /// "rdma") at `addr`; the netid gets a `6` for IPv6 addresses.
+    pub fn new(prog: u32, vers: u32, transport: &str, addr: SocketAddr) -> Self {
+        let netid = match addr.ip() {
+            IpAddr::V4(_) => transport.to_string(),
+            IpAddr::V6(_) => format!("{transport}6"),
+        };
+        Mapping {
+            prog,
+            vers,
+            netid,
+            uaddr: universal_address(addr),
+            owner: rustix::process::geteuid().as_raw().to_string(),
+        }
+    }
+
+    fn encode(&self) -> Payload {
+        let mut b = Payload::builder();
+        b.u32(self.prog)
+            .u32(self.vers)
+            .string(&self.netid)
+            .string(&self.uaddr)
+            .string(&self.owner);
+        b.finish()
+    }
+}
+
+/// The RFC 5665 universal address of `addr`: the host's usual text form,
+/// then the port's high and low octets in decimal (`127.0.0.1.78.81` for
+/// port 20049).
+pub fn universal_address(addr: SocketAddr) -> String {
+    let port = addr.port();
+    format!("{}.{}.{}", addr.ip(), port >> 8, port & 0xff)
+}
+
+/// A connection to an rpcbind server.
+#[derive(Debug)]
+pub struct Rpcbind {
+    channel: TcpChannel,
+    server: String,
+}
+
+impl Rpcbind {
+    /// Connects to the rpcbind at `server` (usually [`LOCAL_RPCBIND`]).
+    pub async fn connect(server: &str) -> anyhow::Result<Self> {
+        let config = ClientConfig {
+            connect_timeout: Duration::from_secs(3),
+            default_timeout: Some(Duration::from_secs(5)),
+            ..ClientConfig::default()
+        };
+        let channel = TcpChannel::connect_with(server, config)
+            .await
+            .with_context(|| format!("cannot reach rpcbind at {server} (is rpcbind running?)"))?;
+        Ok(Rpcbind {
+            channel,
+            server: server.to_string(),
+        })
+    }
+
+    /// RPCBPROC_SET; `Ok(false)` when rpcbind refused (e.g. the program,
+    /// version and netid are registered already).
+    pub async fn set(&self, m: &Mapping) -> anyhow::Result<bool> {
+        self.call(RPCBPROC_SET, m).await
+    }
+
+    /// RPCBPROC_UNSET (all addresses of `m`'s program, version and netid).
+    pub async fn unset(&self, m: &Mapping) -> anyhow::Result<bool> {
+        self.call(RPCBPROC_UNSET, m).await
+    }
+
+    async fn call(&self, procedure: u32, m: &Mapping) -> anyhow::Result<bool> {
+        let what = if procedure == RPCBPROC_SET {
+            "SET"
+        } else {
+            "UNSET"
+        };
+        let res = self
+            .channel
+            .call(Request::new(RPCBPROG, RPCBVERS4, procedure, m.encode()))
+            .await
+            .with_context(|| format!("rpcbind {what} at {} failed", self.server))?;
+        let mut d = res.decoder();
+        let ok = d
+            .bool()
+            .and_then(|ok| d.finish().map(|()| ok))
+            .with_context(|| format!("malformed rpcbind {what} reply"))?;
+        Ok(ok)
+    }
+}
+
+/// Mappings registered with the local rpcbind; [`unregister`](Self::unregister)
+/// removes them again.
+#[derive(Debug)]
+pub struct Registered {
+    rpcbind: Rpcbind,
+    mappings: Vec<Mapping>,
+}
+
+impl Registered {
+    /// Registers every mapping with the rpcbind at `server`. A stale
+    /// mapping of the same program, version and netid (e.g. left by a
+    /// killed server) is removed first, as servers conventionally do.
+    pub async fn register(server: &str, mappings: Vec<Mapping>) -> anyhow::Result<Self> {
+        let rpcbind = Rpcbind::connect(server).await?;
+        let mut done = Registered {
+            rpcbind,
+            mappings: Vec::new(),
+        };
+        for m in mappings {
+            if done.rpcbind.unset(&m).await? {
+                tracing::info!(netid = %m.netid, "removed a stale rpcbind mapping");
+            }
+            if !done.rpcbind.set(&m).await? {
+                let _ = done.unregister().await;
+                anyhow::bail!(
+                    "rpcbind refused to register program {} version {} netid {} at {}",
+                    m.prog,
+                    m.vers,
+                    m.netid,
+                    m.uaddr
+                );
+            }
+            done.mappings.push(m);
+        }
+        Ok(done)
+    }
+
+    /// The registered mappings.
+    pub fn mappings(&self) -> &[Mapping] {
+        &self.mappings
+    }
+
+    /// Removes every registered mapping.
+    pub async fn unregister(&mut self) -> anyhow::Result<()> {
+        let mut first_error = None;
+        for m in std::mem::take(&mut self.mappings) {
+            match self.rpcbind.unset(&m).await {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(netid = %m.netid, "rpcbind had no such mapping"),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn universal_addresses() {
+        assert_eq!(
+            universal_address("127.0.0.1:20049".parse().unwrap()),
+            "127.0.0.1.78.81"
+        );
+        assert_eq!(
+            universal_address("0.0.0.0:111".parse().unwrap()),
+            "0.0.0.0.0.111"
+        );
+        assert_eq!(universal_address("[::1]:2049".parse().unwrap()), "::1.8.1");
+    }
+
+    #[test]
+    fn netids_follow_the_address_family() {
+        let m = Mapping::new(1, 2, "rdma", "10.0.0.1:1".parse().unwrap());
+        assert_eq!(m.netid, "rdma");
+        let m = Mapping::new(1, 2, "tcp", "[::1]:1".parse().unwrap());
+        assert_eq!(m.netid, "tcp6");
+    }
+
+    #[test]
+    fn rpcb_encoding() {
+        let m = Mapping {
+            prog: 0x2000_5244,
+            vers: 1,
+            netid: "rdma".into(),
+            uaddr: "1.2.3.4.0.1".into(),
+            owner: "0".into(),
+        };
+        let bytes = m.encode().flatten();
+        let mut want = Vec::new();
+        want.extend_from_slice(&0x2000_5244u32.to_be_bytes());
+        want.extend_from_slice(&1u32.to_be_bytes());
+        want.extend_from_slice(&4u32.to_be_bytes());
+        want.extend_from_slice(b"rdma");
+        want.extend_from_slice(&11u32.to_be_bytes());
+        want.extend_from_slice(b"1.2.3.4.0.1\0");
+        want.extend_from_slice(&1u32.to_be_bytes());
+        want.extend_from_slice(b"0\0\0\0");
+        assert_eq!(&bytes[..], &want[..]);
+    }
+}

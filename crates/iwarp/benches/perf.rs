@@ -6,7 +6,8 @@
 //! default 10000; `PERF_ROUNDS` = interleaved rounds, best of each reported,
 //! default 3; `PERF_ONLY=1,3` = run only those measurements, numbered in
 //! the order printed; `PERF_MULPDU=65535` overrides the MULPDU, which is
-//! otherwise derived from the loopback MSS, 32741 → 32734).
+//! otherwise derived from the loopback MSS, 32741 → 32734; `PERF_COPY=1`
+//! turns direct placement off: large staged reads plus one copy).
 //!
 //! * RDMA Write of 1 MiB messages (4 outstanding; the run ends with a 1-byte
 //!   RDMA Read, which by RFC 5040 ordering completes only after every

@@ -35,6 +35,10 @@ pub struct Config {
     pub max_rd_atomic: u16,
     /// Override the MULPDU (default: from the connection's MSS).
     pub mulpdu: Option<usize>,
+    /// Place payload straight from the socket into registered memory (one
+    /// read per FPDU, no intermediate copy; the default). `false` reads the
+    /// stream in large chunks and copies payload from a staging buffer.
+    pub direct_placement: bool,
     /// Write this device's own traffic (MPA exchange and FPDUs, both
     /// directions, with synthesized Ethernet/IP/TCP headers) to a pcap file.
     pub capture: Option<Capture>,
@@ -47,6 +51,7 @@ impl Default for Config {
             handshake_timeout: Duration::from_secs(10),
             max_rd_atomic: 64,
             mulpdu: None,
+            direct_placement: true,
             capture: None,
         }
     }
@@ -859,7 +864,7 @@ fn spawn_driver(
     let m = cfg.mulpdu.unwrap_or_else(|| mulpdu(mss, false));
     let stream = Arc::new(stream);
     let sh = qp.sh().clone();
-    let rx = Rx::new(sh.clone(), neg.crc);
+    let rx = Rx::with_placement(sh.clone(), neg.crc, cfg.direct_placement);
     let path = Arc::new(TxPath {
         stream: stream.clone(),
         sh: sh.clone(),

@@ -901,3 +901,17 @@ async fn rev1_responder_waits_for_initiators_first_fpdu() {
         (1, WcStatus::Success, 5)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_and_read_with_staged_copy_placement() {
+    let cfg = Config {
+        direct_placement: false,
+        ..Config::default()
+    };
+    let a = end(cfg.clone());
+    let b = end(cfg);
+    connect(&a, &b, 4).await;
+    for len in [1usize, 70_000, 4 << 20] {
+        write_read_roundtrip(&a, &b, len, 4).await;
+    }
+}

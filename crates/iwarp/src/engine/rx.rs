@@ -26,8 +26,11 @@ use rdma_verbs::{Access, ConnError, Sge, WcOpcode, WcStatus, WorkCompletion};
 use std::io::{self, IoSliceMut};
 use std::sync::Arc;
 
-/// Staging buffer size (headers, trailers, small messages).
+/// Staging buffer size (headers, trailers, small messages) with direct
+/// placement.
 const STAGE_CAP: usize = 32 * 1024;
+/// Staging buffer size when direct placement is off (large reads).
+const STAGE_CAP_COPY: usize = 256 * 1024;
 /// A segment payload at least this long switches staging reads to
 /// "stop before the next payload" mode.
 const BIG_PAYLOAD: usize = 4096;
@@ -130,6 +133,7 @@ pub struct Rx {
     small: [u8; MAX_BODY_LEN],
     small_len: usize,
     big_mode: bool,
+    direct: bool,
     send_msn: u32,
     rreq_msn: u32,
     recv_cur: Option<CurRecv>,
@@ -141,10 +145,20 @@ pub struct Rx {
 impl Rx {
     /// A receive half; `crc_on` if CRC was negotiated.
     pub fn new(sh: Arc<QpShared>, crc_on: bool) -> Self {
+        Self::with_placement(sh, crc_on, true)
+    }
+
+    /// A receive half choosing the placement strategy. With `direct`
+    /// (the default) payload is read from the stream straight into
+    /// registered memory: one read per FPDU, no intermediate copy. Without
+    /// it the stream is read in large chunks into a staging buffer and
+    /// payload is copied from there (one more copy, far fewer reads).
+    pub fn with_placement(sh: Arc<QpShared>, crc_on: bool, direct: bool) -> Self {
+        let cap = if direct { STAGE_CAP } else { STAGE_CAP_COPY };
         Rx {
             sh,
             crc_on,
-            stage: vec![0; STAGE_CAP],
+            stage: vec![0; cap],
             start: 0,
             end: 0,
             st: St::Header,
@@ -163,6 +177,7 @@ impl Rx {
             small: [0; MAX_BODY_LEN],
             small_len: 0,
             big_mode: false,
+            direct,
             send_msn: 1,
             rreq_msn: 1,
             recv_cur: None,
@@ -185,7 +200,7 @@ impl Rx {
     /// Bytes already read from the stream but not processed (e.g. the
     /// first FPDU bytes that arrived with the MPA Reply).
     pub fn push_initial(&mut self, bytes: &[u8]) {
-        let n = bytes.len().min(STAGE_CAP - self.end);
+        let n = bytes.len().min(self.stage.len() - self.end);
         self.stage[self.end..self.end + n].copy_from_slice(&bytes[..n]);
         self.end += n;
     }
@@ -220,7 +235,8 @@ impl Rx {
                 return Ok(RxStatus::Budget);
             }
             // Need more bytes.
-            let direct = self.st == St::Payload
+            let direct = self.direct
+                && self.st == St::Payload
                 && self.remaining > 0
                 && matches!(self.target, Target::Tagged { .. } | Target::Sgl(_));
             let r = if direct {
@@ -251,13 +267,13 @@ impl Rx {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
-        } else if self.start > STAGE_CAP / 2 || self.end == STAGE_CAP {
+        } else if self.start > self.stage.len() / 2 || self.end == self.stage.len() {
             self.stage.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
-        let mut max = STAGE_CAP - self.end;
-        if self.big_mode {
+        let mut max = self.stage.len() - self.end;
+        if self.big_mode && self.direct {
             // Stop before the next payload so it can be placed directly.
             let want = match self.st {
                 St::Header => self.hdr_need.saturating_sub(self.hdr_have).max(1) + 16,

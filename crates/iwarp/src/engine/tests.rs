@@ -825,8 +825,15 @@ fn local_errors_fail_the_wr_and_flush_the_rest() {
 
 #[test]
 fn large_messages_stream_through_direct_placement() {
-    for chunk in [usize::MAX, 65_536 + 17, 4093] {
+    for (chunk, direct) in [
+        (usize::MAX, true),
+        (65_536 + 17, true),
+        (4093, true),
+        (usize::MAX, false),
+        (4093, false),
+    ] {
         let (mut a, mut b) = pair(true, 65_535);
+        b.rx = Rx::with_placement(b.sh.clone(), true, direct);
         let n = 1 << 20;
         let (tr, tstag) = b.reg_zeroed(n, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
         let (rr, rstag) = b.reg_zeroed(300_000, Access::LOCAL_WRITE);

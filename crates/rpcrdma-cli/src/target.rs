@@ -30,9 +30,9 @@ impl fmt::Display for Target {
 /// Parses `SCHEME://HOST:PORT`. IPv6 hosts are written in brackets:
 /// `tcp://[::1]:20049`.
 pub fn parse_target(url: &str) -> Result<Target, String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| format!("invalid server URL {url:?}: expected tcp://HOST:PORT"))?;
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        format!("invalid server URL {url:?}: expected rdma://HOST:PORT or tcp://HOST:PORT")
+    })?;
     let addr = rest.trim_end_matches('/');
     let port_ok = addr
         .rsplit_once(':')
@@ -47,7 +47,7 @@ pub fn parse_target(url: &str) -> Result<Target, String> {
         "tcp" => Ok(Target::Tcp { addr }),
         "rdma" => Ok(Target::Rdma { addr }),
         other => Err(format!(
-            "unsupported URL scheme {other:?} in {url:?}: use tcp:// (or rdma://)"
+            "unsupported URL scheme {other:?} in {url:?}: use rdma:// or tcp://"
         )),
     }
 }

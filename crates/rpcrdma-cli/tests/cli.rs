@@ -133,19 +133,21 @@ fn fails_with(args: &[&str], needle: &str) {
 
 #[test]
 fn clear_errors() {
-    fails_with(
-        &["call", "rdma://127.0.0.1:20049", "null"],
-        "rdma transport is not available yet",
-    );
+    // Nothing listens on port 1.
+    fails_with(&["call", "rdma://127.0.0.1:1", "null"], "cannot connect");
     fails_with(
         &["call", "udp://127.0.0.1:1", "null"],
         "unsupported URL scheme",
     );
-    fails_with(&["call", "127.0.0.1:1", "null"], "expected tcp://HOST:PORT");
+    fails_with(
+        &["call", "127.0.0.1:1", "null"],
+        "expected rdma://HOST:PORT or tcp://HOST:PORT",
+    );
     fails_with(&["call", "tcp://127.0.0.1:1", "echo", "4x"], "unknown unit");
     fails_with(&["call", "tcp://127.0.0.1:1", "get", "5G"], "4 GiB");
     fails_with(&["call", "tcp://127.0.0.1:1", "null"], "cannot connect");
     fails_with(&["serve"], "--tcp-listen");
+    fails_with(&["serve"], "--listen");
     fails_with(
         &["serve", "--tcp-listen", "not-an-address"],
         "cannot listen",
@@ -154,33 +156,17 @@ fn clear_errors() {
 
 #[test]
 fn two_tcp_listeners() {
-    use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(common::BIN)
-        .args([
-            "serve",
-            "--tcp-listen",
-            "127.0.0.1:0",
-            "--tcp-listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut urls = Vec::new();
-    for _ in 0..2 {
-        let line = lines.next().unwrap().unwrap();
-        assert!(line.contains("listening on tcp"), "{line}");
-        let addr = line
-            .split_whitespace()
-            .find_map(|w| w.parse::<std::net::SocketAddr>().ok())
-            .unwrap();
-        urls.push(format!("tcp://{addr}"));
+    let server = Server::serve(&["--tcp-listen", "127.0.0.1:0", "--tcp-listen", "127.0.0.1:0"]);
+    // One line names both listeners.
+    let addrs: Vec<&str> = server
+        .line
+        .split_whitespace()
+        .filter(|w| w.parse::<std::net::SocketAddr>().is_ok())
+        .collect();
+    assert_eq!(addrs.len(), 2, "{}", server.line);
+    assert_ne!(addrs[0], addrs[1]);
+    for addr in addrs {
+        call_ok(&format!("tcp://{addr}"), &["get2", "10", "20"]);
     }
-    assert_ne!(urls[0], urls[1]);
-    for url in &urls {
-        call_ok(url, &["get2", "10", "20"]);
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert_eq!(server.stop("TERM").code(), Some(0));
 }

@@ -12,8 +12,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_rpcrdma");
 /// A running `rpcrdma serve`; killed on drop.
 pub struct Server {
     child: Child,
-    /// The TCP address it announced.
+    /// The TCP address it announced (the RDMA one if it serves RDMA only).
     pub addr: SocketAddr,
+    /// The RDMA listener's address, if any.
+    pub rdma: Option<SocketAddr>,
+    /// The TCP listener's address, if any.
+    pub tcp: Option<SocketAddr>,
+    /// The whole "listening" line.
+    pub line: String,
 }
 
 impl Server {
@@ -25,9 +31,24 @@ impl Server {
 
     /// Starts `rpcrdma serve --tcp-listen LISTEN EXTRA...`.
     pub fn start_on(listen: &str, extra: &[&str]) -> Server {
+        let mut args = vec!["--tcp-listen", listen];
+        args.extend_from_slice(extra);
+        Self::serve(&args)
+    }
+
+    /// Starts `rpcrdma serve --listen 127.0.0.1:0 EXTRA...` (RPC-over-RDMA).
+    pub fn start_rdma(extra: &[&str]) -> Server {
+        let mut args = vec!["--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        Self::serve(&args)
+    }
+
+    /// Starts `rpcrdma serve ARGS...` and waits for its one "listening"
+    /// line, which names each listener as `rdma ADDR` or `tcp ADDR`.
+    pub fn serve(args: &[&str]) -> Server {
         let mut child = Command::new(BIN)
-            .args(["serve", "--tcp-listen", listen])
-            .args(extra)
+            .arg("serve")
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -38,16 +59,42 @@ impl Server {
             .read_line(&mut line)
             .expect("read the listening line");
         assert!(line.contains("listening"), "unexpected first line {line:?}");
-        let addr = line
-            .split_whitespace()
-            .find_map(|w| w.parse::<SocketAddr>().ok())
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let after = |transport: &str| {
+            words
+                .windows(2)
+                .find(|w| w[0] == transport)
+                .and_then(|w| w[1].trim_end_matches([',', ')']).parse::<SocketAddr>().ok())
+        };
+        let (rdma, tcp) = (after("rdma"), after("tcp"));
+        let addr = tcp
+            .or(rdma)
             .unwrap_or_else(|| panic!("no address in {line:?}"));
-        Server { child, addr }
+        Server {
+            child,
+            addr,
+            rdma,
+            tcp,
+            line,
+        }
     }
 
-    /// `tcp://ADDR`.
+    /// `tcp://ADDR` (or `rdma://ADDR` for an RDMA-only server).
     pub fn url(&self) -> String {
-        format!("tcp://{}", self.addr)
+        match self.tcp {
+            Some(a) => format!("tcp://{a}"),
+            None => self.rdma_url(),
+        }
+    }
+
+    /// `rdma://ADDR`.
+    pub fn rdma_url(&self) -> String {
+        format!("rdma://{}", self.rdma.expect("an RDMA listener"))
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends `signal` (e.g. "TERM") and waits up to 10 s for the exit.

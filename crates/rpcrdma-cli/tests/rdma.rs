@@ -1,0 +1,243 @@
+//! The real binary over RPC-over-RDMA (software iWARP on 127.0.0.1):
+//! `serve --listen`, `call rdma://`, `bench`, `demo`, signals.
+
+mod common;
+
+use common::{call_ok, rpcrdma, Server};
+
+/// Every procedure, sizes up to 16 MiB, verified; the report names the
+/// message kind each call used.
+#[test]
+fn every_procedure_over_rdma() {
+    let server = Server::start_rdma(&[]);
+    assert!(
+        server.line.contains("listening on rdma 127.0.0.1:"),
+        "{}",
+        server.line
+    );
+    let url = server.rdma_url();
+    // (arguments, text the wire report must contain)
+    let cases: &[(&[&str], &str)] = &[
+        (&["null"], "Short Call"),
+        (&["echo", "0"], "Short Call"),
+        (&["echo", "4k"], "Long Call"),
+        (
+            &["echo", "16MiB"],
+            "Long Reply (RDMA_NOMSG, Reply chunk 16.00 MiB",
+        ),
+        (&["put", "0"], "Short Call"),
+        (&["put", "5"], "Short Call"),
+        (&["put", "1M"], "Chunked Call (RDMA_MSG, 1 Read chunk 1 MiB"),
+        (&["put", "16MiB"], "1 Read chunk 16 MiB in 16 segments"),
+        (&["get", "0"], "Short Reply"),
+        (&["get", "3"], "Write chunk 0: 3 B"),
+        (&["get", "64KiB"], "Write chunk 0: 64 KiB"),
+        (&["get", "16MiB"], "Write chunk 0: 16 MiB"),
+        (&["get2", "1000", "3k"], "Write chunk 1: 3 KiB"),
+        (&["get2", "0", "16k"], "2 Write chunks offered"),
+        (&["sleep", "10"], "Short Reply"),
+        (&["--seed", "77", "get", "1000"], "Write chunk 0: 1000 B"),
+    ];
+    std::thread::scope(|s| {
+        for (args, wire) in cases {
+            let url = &url;
+            s.spawn(move || {
+                let out = call_ok(url, args);
+                assert!(out.contains("via rdma://"), "{out}");
+                assert!(out.contains("on the wire:"), "{out}");
+                assert!(out.contains(wire), "{args:?}: expected {wire:?} in\n{out}");
+            });
+        }
+    });
+    assert_eq!(server.stop("TERM").code(), Some(0));
+}
+
+/// Transport options change what goes on the wire.
+#[test]
+fn inline_threshold_and_remote_invalidation_options() {
+    let server = Server::start_rdma(&["--inline", "1k"]);
+    let url = server.rdma_url();
+    // 2 KiB ECHO: Short at 4 KiB thresholds would be expected, but the
+    // server's 1 KiB receive buffers force a Long Call.
+    let out = call_ok(&url, &["echo", "2k"]);
+    assert!(out.contains("Long Call"), "{out}");
+    assert!(out.contains("inline 1024/"), "{out}");
+    let out = call_ok(&url, &["--inline", "1k", "get", "100k"]);
+    assert!(out.contains("remote invalidation"), "{out}");
+    let out = call_ok(&url, &["--no-remote-invalidate", "get", "100k"]);
+    assert!(!out.contains("remote invalidation"), "{out}");
+    assert!(out.contains("invalidation: 0 remote, 1 local"), "{out}");
+}
+
+#[test]
+fn both_listeners_in_one_line() {
+    let server = Server::serve(&["--listen", "127.0.0.1:0", "--tcp-listen", "127.0.0.1:0"]);
+    assert!(server.line.contains(" and "), "{}", server.line);
+    let (rdma, tcp) = (server.rdma.unwrap(), server.tcp.unwrap());
+    assert_ne!(rdma, tcp);
+    let out = call_ok(&format!("rdma://{rdma}"), &["put", "100k"]);
+    assert!(out.contains("Chunked Call"), "{out}");
+    let out = call_ok(&format!("tcp://{tcp}"), &["put", "100k"]);
+    assert!(!out.contains("on the wire"), "{out}");
+    assert_eq!(server.stop("INT").code(), Some(0));
+}
+
+#[test]
+fn sigterm_finishes_calls_in_progress() {
+    let server = Server::start_rdma(&[]);
+    let url = server.rdma_url();
+    let slow = std::thread::spawn(move || call_ok(&url, &["sleep", "500"]));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(server.stop("TERM").code(), Some(0));
+    let out = slow.join().unwrap();
+    assert!(out.contains("SLEEP 500 ms"), "{out}");
+}
+
+#[test]
+fn call_failures_exit_nonzero() {
+    let server = Server::start_rdma(&["--max-data", "1MiB"]);
+    let out = rpcrdma(&["call", &server.rdma_url(), "get", "2M"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("status 1"), "{stderr}");
+    let out = rpcrdma(&["call", &server.rdma_url(), "--inline", "1000", "null"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("multiples of 1024"), "{stderr}");
+}
+
+fn bench_json(url: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["bench", url, "--seconds", "1", "--json"];
+    args.extend_from_slice(extra);
+    let out = rpcrdma(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stdout}\n{stderr}");
+    // Exactly one JSON object on stdout.
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout:?}"));
+    assert!(v.is_object());
+    assert_eq!(stdout.trim().lines().count(), 1, "{stdout}");
+    for key in [
+        "ops_per_sec",
+        "bytes_per_sec",
+        "errors",
+        "latency_us",
+        "cpu_us_per_call",
+    ] {
+        assert!(v.get(key).is_some(), "no {key} in {v}");
+    }
+    for key in ["p50", "p99", "p999"] {
+        assert!(
+            v["latency_us"][key].as_u64().is_some(),
+            "no latency {key} in {v}"
+        );
+    }
+    assert_eq!(v["errors"], 0, "{v}");
+    assert!(v["ops_per_sec"].as_f64().unwrap() > 0.0, "{v}");
+    v
+}
+
+#[test]
+fn bench_json_over_both_transports() {
+    let server = Server::serve(&["--listen", "127.0.0.1:0", "--tcp-listen", "127.0.0.1:0"]);
+    let v = bench_json(
+        &server.rdma_url(),
+        &[
+            "--proc",
+            "get",
+            "--size",
+            "256k",
+            "--depth",
+            "2",
+            "--connections",
+            "2",
+        ],
+    );
+    assert_eq!(v["transport"], "rdma");
+    assert_eq!(
+        (v["proc"].as_str(), v["size"].as_u64()),
+        (Some("GET"), Some(256 << 10))
+    );
+    assert_eq!(
+        (v["depth"].as_u64(), v["connections"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let ops = v["ops"].as_f64().unwrap();
+    let bytes = v["bytes_per_sec"].as_f64().unwrap() * v["seconds"].as_f64().unwrap();
+    assert!((bytes / ops - 262_144.0).abs() < 1.0, "{v}");
+    assert!(v["cpu_sec_per_gb"].as_f64().is_some(), "{v}");
+
+    let v = bench_json(&server.url(), &["--proc", "put", "--size", "64k"]);
+    assert_eq!(v["transport"], "tcp");
+    let v = bench_json(&server.rdma_url(), &["--proc", "null", "--depth", "4"]);
+    assert_eq!(v["bytes_per_sec"], 0.0);
+    let v = bench_json(&server.rdma_url(), &["--proc", "echo", "--size", "8k"]);
+    assert_eq!(v["proc"], "ECHO");
+}
+
+#[test]
+fn bench_human_summary() {
+    let server = Server::start_rdma(&[]);
+    let out = rpcrdma(&[
+        "bench",
+        &server.rdma_url(),
+        "--proc",
+        "put",
+        "--size",
+        "1M",
+        "--seconds",
+        "0.5",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    for needle in ["calls/s", "MB/s", "p99.9", "CPU-s per GB", "(0 errors)"] {
+        assert!(stdout.contains(needle), "no {needle:?} in {stdout}");
+    }
+}
+
+#[test]
+fn bench_counts_failed_calls_as_errors() {
+    // GET above the server's maximum fails every call: errors, exit 1,
+    // and the JSON still comes out.
+    let server = Server::start_rdma(&["--max-data", "4k"]);
+    let out = rpcrdma(&[
+        "bench",
+        &server.rdma_url(),
+        "--proc",
+        "get",
+        "--size",
+        "8k",
+        "--seconds",
+        "0.3",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["errors"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["errors"], v["ops"], "{v}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("status 1"), "{stderr}");
+}
+
+#[test]
+fn demo_exits_zero() {
+    let out = rpcrdma(&["demo", "--bench-seconds", "0.3"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for needle in [
+        "Short Call",
+        "Chunked Call",
+        "Write chunk 0: 1 MiB",
+        "Write chunk 1:",
+        "Write chunk 0 unused",
+        "Long Call",
+        "Long Reply",
+        "RDMA/TCP",
+        "All calls verified",
+    ] {
+        assert!(stdout.contains(needle), "no {needle:?} in\n{stdout}");
+    }
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+}

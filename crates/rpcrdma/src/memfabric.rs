@@ -337,11 +337,12 @@ impl QpInner {
                 self.num,
             ));
         }
-        let _ = self.events.send(Some(CmEvent::ConnectionError(ConnError {
-            remote,
-            code: None,
-            description: why.to_string(),
-        })));
+        self.events
+            .send_replace(Some(CmEvent::ConnectionError(ConnError {
+                remote,
+                code: None,
+                description: why.to_string(),
+            })));
         if let Some(p) = peer.and_then(|p| p.upgrade()) {
             p.fail(why, true);
         }
@@ -364,7 +365,7 @@ impl QpInner {
                 self.num,
             ));
         }
-        let _ = self.events.send(Some(CmEvent::Disconnected));
+        self.events.send_replace(Some(CmEvent::Disconnected));
         if let Some(p) = peer.and_then(|p| p.upgrade()) {
             p.close();
         }
@@ -892,5 +893,130 @@ impl rdma_verbs::Device for Fabric {
                 fabric,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use rdma_verbs::{
+        CompletionQueue, ConnectRequest, Device as _, Listener as _, MemoryRegion,
+        ProtectionDomain, QueuePair, RemoteAddr,
+    };
+
+    struct End {
+        pd: Pd,
+        cq: Cq,
+        qp: Qp,
+    }
+
+    fn end(f: &Fabric) -> End {
+        let pd = f.alloc_pd().unwrap();
+        let cq = f.create_cq(64).unwrap();
+        let qp = f.create_qp(&pd, QpInit::with_cq(cq.clone())).unwrap();
+        End { pd, cq, qp }
+    }
+
+    async fn pair() -> (End, End) {
+        let f = Fabric::new();
+        let (a, b) = (end(&f), end(&f));
+        let l = f.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = l.local_addr();
+        let bqp = b.qp.clone();
+        let h = tokio::spawn(async move {
+            let r = l.next_request().await.unwrap();
+            r.accept(&bqp, ConnParam::default()).await.unwrap();
+        });
+        f.connect(&a.qp, addr, ConnParam::default()).await.unwrap();
+        h.await.unwrap();
+        (a, b)
+    }
+
+    #[tokio::test]
+    async fn send_without_receive_kills_both_sides() {
+        let (a, b) = pair().await;
+        let mr =
+            a.pd.register(Bytes::from_static(b"hi").into(), Access::NONE)
+                .unwrap();
+        a.qp.post_send(SendWr::send(1, vec![Sge::new(mr.lkey(), 0, 2)]))
+            .unwrap();
+        assert_eq!(
+            a.cq.poll_one().unwrap().status,
+            WcStatus::RemoteOperationError
+        );
+        assert_eq!(a.qp.state(), QpState::Error);
+        assert_eq!(b.qp.state(), QpState::Error);
+        assert!(matches!(
+            b.qp.next_event().await,
+            CmEvent::ConnectionError(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn write_needs_right_key_access_and_bounds() {
+        let (a, b) = pair().await;
+        let target =
+            b.pd.register(
+                BytesMut::zeroed(8).into(),
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            )
+            .unwrap();
+        let src =
+            a.pd.register(Bytes::from_static(b"abcd").into(), Access::NONE)
+                .unwrap();
+        let w = |off| {
+            SendWr::write(
+                2,
+                vec![Sge::new(src.lkey(), 0, 4)],
+                RemoteAddr {
+                    rkey: target.rkey(),
+                    offset: off,
+                },
+            )
+        };
+        a.qp.post_send(w(4)).unwrap();
+        assert!(a.cq.poll_one().unwrap().is_success());
+        // Out of bounds: fatal.
+        a.qp.post_send(w(6)).unwrap();
+        assert_eq!(a.cq.poll_one().unwrap().status, WcStatus::RemoteAccessError);
+        assert_eq!(b.qp.state(), QpState::Error);
+        let buf = target.deregister().unwrap();
+        assert_eq!(&buf.as_slice()[4..], b"abcd");
+        drop(b.cq);
+    }
+
+    #[tokio::test]
+    async fn fast_registration_gives_fresh_keys_and_invalidates() {
+        let (a, _b) = pair().await;
+        let mr = a.pd.alloc_mr(16).unwrap();
+        let k1 =
+            a.qp.post_fast_reg(
+                &mr,
+                FastRegWr {
+                    wr_id: 0,
+                    buffer: Bytes::from_static(b"x").into(),
+                    access: Access::REMOTE_READ,
+                    signaled: false,
+                },
+            )
+            .unwrap();
+        assert!(mr.is_valid());
+        assert!(mr.take_buffer().is_err(), "busy while valid");
+        a.qp.post_send(SendWr::local_invalidate(5, k1)).unwrap();
+        assert!(a.cq.poll_one().unwrap().is_success());
+        assert_eq!(mr.take_buffer().unwrap().as_slice(), b"x");
+        let k2 =
+            a.qp.post_fast_reg(
+                &mr,
+                FastRegWr {
+                    wr_id: 0,
+                    buffer: Bytes::from_static(b"y").into(),
+                    access: Access::REMOTE_READ,
+                    signaled: false,
+                },
+            )
+            .unwrap();
+        assert_ne!(k1, k2);
     }
 }

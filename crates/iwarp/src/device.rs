@@ -1017,6 +1017,12 @@ async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>, cap: Opti
                     lost(&sh, &e);
                     return;
                 }
+                if rx.streaming() {
+                    // In the middle of a large segment: let other tasks
+                    // (on loopback, the sender) run once so the next read
+                    // takes more than one TCP segment's worth.
+                    tokio::task::yield_now().await;
+                }
             }
             Ok(RxStatus::Budget) => tokio::task::yield_now().await,
             Ok(RxStatus::Eof) => {

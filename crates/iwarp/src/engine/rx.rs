@@ -192,6 +192,13 @@ impl Rx {
         self.fpdus
     }
 
+    /// True while a large segment's payload is being received: more bytes
+    /// are certainly on their way, so a driver may let them accumulate
+    /// before reading again.
+    pub fn streaming(&self) -> bool {
+        self.big_mode && self.st == St::Payload && self.remaining > 0
+    }
+
     /// True once an error was detected or a Terminate received.
     pub fn is_dead(&self) -> bool {
         self.dead

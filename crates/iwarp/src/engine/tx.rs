@@ -129,6 +129,10 @@ impl Tx {
             }
             produced += self.emit_segments(out, budget - produced);
         }
+        // The last trailer.
+        if !self.arena.is_empty() {
+            out.push(self.arena.split().freeze());
+        }
         produced
     }
 
@@ -487,16 +491,18 @@ impl Tx {
             if self.arena.capacity() - self.arena.len() < 64 {
                 self.arena.reserve(64 * 1024);
             }
+            // The arena may still hold the previous FPDU's trailer: it is
+            // sent in the same buffer as this prefix (fewer iovecs).
+            let pre_start = self.arena.len();
             self.arena.put_u16(ulpdu_len as u16);
             let mut hdr = [0u8; 18];
             let _ = repr.emit(&mut hdr);
             self.arena.put_slice(&hdr[..hdr_len]);
-            let prefix = self.arena.split().freeze();
             let mut c = Crc32c::new();
             if self.crc {
-                c.update(&prefix);
+                c.update(&self.arena[pre_start..]);
             }
-            out.push(prefix);
+            out.push(self.arena.split().freeze());
             let mut left = len;
             while left > 0 {
                 let p = &m.pieces[m.piece];
@@ -524,7 +530,6 @@ impl Tx {
                 [0; 4]
             };
             self.arena.put_slice(&crc_bytes);
-            out.push(self.arena.split().freeze());
             produced += 2 + ulpdu_len + pad + 4;
             m.sent += len;
             if last {

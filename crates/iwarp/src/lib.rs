@@ -64,6 +64,10 @@ pub mod handshake;
 pub mod mem;
 pub mod wire;
 
+/// The provider interface this crate implements (re-exported so users and
+/// fuzz targets can name `Access`, `SendWr`, … without another dependency).
+pub use rdma_verbs;
+
 pub use cq::Cq;
 pub use device::{Config, ConnRequest, Device, Listener, Mr, Pd, Qp};
 pub use handshake::MpaConfig;

@@ -7,7 +7,9 @@
 //! - NULL calls/s at depth 32.
 //!
 //! Run: `cargo bench -p rpcrdma --bench transport` (env `BENCH_SECS`, default
-//! 2 s per measurement; `BENCH_THREADS`, default 2 runtime workers).
+//! 1 s per measurement; `BENCH_ROUNDS`, default 3, interleaved, medians
+//! reported; `BENCH_ONLY=rdma,rdma-nocrc,tcp,plain` and `BENCH_OPS=get,put,null`
+//! select; `BENCH_THREADS`, default 2 runtime workers).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -26,7 +28,7 @@ fn secs() -> Duration {
     let s: f64 = std::env::var("BENCH_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
+        .unwrap_or(1.0);
     Duration::from_secs_f64(s)
 }
 
@@ -137,119 +139,138 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(f64::total_cmp);
     v[((v.len() - 1) as f64 * p) as usize]
 }
 
-struct Row {
-    name: String,
-    value: f64,
-    unit: &'static str,
+/// One transport under test.
+#[derive(Clone)]
+enum Chan {
+    Rdma(RdmaClient<iwarp::Device>),
+    Tcp(Arc<oncrpc_tcp::TcpChannel>),
 }
 
-async fn suite<C>(label: &str, ch: C, dur: Duration, rows: &mut Vec<Row>)
-where
-    C: Channel + Clone + Send + Sync + 'static,
-{
-    let data = Bytes::from(vec![0xa5u8; MIB]);
-    let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "get,put,null".into());
-    for depth in [1usize, 4] {
-        if !ops.contains("get") && !ops.contains("put") {
-            break;
+#[allow(clippy::manual_async_fn)]
+impl Channel for Chan {
+    fn call(
+        &self,
+        req: Request,
+    ) -> impl std::future::Future<Output = Result<Payload, oncrpc::RpcError>> + Send {
+        async move {
+            match self {
+                Chan::Rdma(c) => c.call(req).await,
+                Chan::Tcp(c) => c.call(req).await,
+            }
         }
-        if ops.contains("get") {
-            let (n, el, _) = drive(ch.clone(), depth, dur, Arc::new(get_req)).await;
-            rows.push(Row {
-                name: format!("{label} GET 1MiB depth {depth}"),
-                value: n as f64 * MIB as f64 / el.as_secs_f64() / 1e6,
-                unit: "MB/s",
-            });
-        }
-        if !ops.contains("put") {
-            continue;
-        }
-        let d = data.clone();
-        let (n, el, _) = drive(ch.clone(), depth, dur, Arc::new(move || put_req(&d))).await;
-        rows.push(Row {
-            name: format!("{label} PUT 1MiB depth {depth}"),
-            value: n as f64 * MIB as f64 / el.as_secs_f64() / 1e6,
-            unit: "MB/s",
-        });
     }
-    if !ops.contains("null") {
-        return;
-    }
-    let (_, _, mut lat) = drive(ch.clone(), 1, dur, Arc::new(null_req)).await;
-    let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
-    rows.push(Row {
-        name: format!("{label} NULL depth 1 mean latency"),
-        value: mean,
-        unit: "us",
-    });
-    rows.push(Row {
-        name: format!("{label} NULL depth 1 p50 latency"),
-        value: pct(&mut lat, 0.5),
-        unit: "us",
-    });
-    rows.push(Row {
-        name: format!("{label} NULL depth 1 p99 latency"),
-        value: pct(&mut lat, 0.99),
-        unit: "us",
-    });
-    let (n, el, _) = drive(ch.clone(), 32, dur, Arc::new(null_req)).await;
-    rows.push(Row {
-        name: format!("{label} NULL depth 32"),
-        value: n as f64 / el.as_secs_f64(),
-        unit: "calls/s",
-    });
 }
 
-fn get(rows: &[Row], name: &str) -> f64 {
-    rows.iter()
-        .find(|r| r.name == name)
-        .map_or(f64::NAN, |r| r.value)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Metric {
+    Get(usize),
+    Put(usize),
+    NullLatency,
+    NullRate,
+}
+
+impl Metric {
+    fn name(&self) -> String {
+        match self {
+            Metric::Get(d) => format!("GET 1MiB depth {d} (MB/s)"),
+            Metric::Put(d) => format!("PUT 1MiB depth {d} (MB/s)"),
+            Metric::NullLatency => "NULL depth 1 mean/p50 (us)".into(),
+            Metric::NullRate => "NULL depth 32 (calls/s)".into(),
+        }
+    }
+}
+
+/// Measures one metric on one transport: (value, secondary value).
+async fn measure(ch: &Chan, m: Metric, dur: Duration, data: &Bytes) -> (f64, f64) {
+    match m {
+        Metric::Get(d) => {
+            let (n, el, _) = drive(ch.clone(), d, dur, Arc::new(get_req)).await;
+            (n as f64 * MIB as f64 / el.as_secs_f64() / 1e6, f64::NAN)
+        }
+        Metric::Put(d) => {
+            let data = data.clone();
+            let (n, el, _) = drive(ch.clone(), d, dur, Arc::new(move || put_req(&data))).await;
+            (n as f64 * MIB as f64 / el.as_secs_f64() / 1e6, f64::NAN)
+        }
+        Metric::NullLatency => {
+            let (_, _, mut lat) = drive(ch.clone(), 1, dur, Arc::new(null_req)).await;
+            let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
+            (mean, pct(&mut lat, 0.5))
+        }
+        Metric::NullRate => {
+            let (n, el, _) = drive(ch.clone(), 32, dur, Arc::new(null_req)).await;
+            (n as f64 / el.as_secs_f64(), f64::NAN)
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    pct(v, 0.5)
+}
+
+async fn rdma_pair(crc: bool) -> (RdmaServer<iwarp::Device>, Chan) {
+    let dev = || {
+        let mut c = iwarp::Config::default();
+        c.mpa.crc = crc;
+        iwarp::Device::new(c)
+    };
+    let srv = RdmaServer::bind(
+        dev(),
+        "127.0.0.1:0".parse().unwrap(),
+        dispatcher(),
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let c = RdmaClient::connect(
+        dev(),
+        srv.local_addr(),
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    (srv, Chan::Rdma(c))
 }
 
 async fn run() {
     let dur = secs();
-    let mut rows = Vec::new();
-
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let want = |l: &str| only.is_empty() || only.split(',').any(|o| o == l);
-    // RPC-over-RDMA on the software iWARP provider, with MPA CRC32c (the
-    // default) and without (MPA lets both peers agree to omit it).
-    for (label, crc) in [("rdma", true), ("rdma-nocrc", false)] {
-        if !want(label) {
-            continue;
+    let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "get,put,null".into());
+    let mut metrics = Vec::new();
+    for d in [1usize, 4] {
+        if ops.contains("get") {
+            metrics.push(Metric::Get(d));
         }
-        let dev = || {
-            let mut c = iwarp::Config::default();
-            c.mpa.crc = crc;
-            iwarp::Device::new(c)
-        };
-        let srv = RdmaServer::bind(
-            dev(),
-            "127.0.0.1:0".parse().unwrap(),
-            dispatcher(),
-            RdmaConfig::default(),
-            Bindings::rdmatest(),
-        )
-        .await
-        .unwrap();
-        let rdma = RdmaClient::connect(
-            dev(),
-            srv.local_addr(),
-            RdmaConfig::default(),
-            Bindings::rdmatest(),
-        )
-        .await
-        .unwrap();
-        suite(label, rdma.clone(), dur, &mut rows).await;
-        rdma.close();
-        srv.shutdown().await;
+        if ops.contains("put") {
+            metrics.push(Metric::Put(d));
+        }
+    }
+    if ops.contains("null") {
+        metrics.push(Metric::NullLatency);
+        metrics.push(Metric::NullRate);
     }
 
-    // ONC RPC over TCP.
+    let mut chans: Vec<(&'static str, Chan)> = Vec::new();
+    let mut rdma_servers = Vec::new();
+    for (label, crc) in [("rdma", true), ("rdma-nocrc", false)] {
+        if want(label) {
+            let (srv, c) = rdma_pair(crc).await;
+            rdma_servers.push(srv);
+            chans.push((label, c));
+        }
+    }
+    let mut tcp_stop = None;
     if want("tcp") {
         let tsrv = oncrpc_tcp::TcpServer::bind(
             "127.0.0.1:0",
@@ -259,49 +280,98 @@ async fn run() {
         .await
         .unwrap();
         let taddr = tsrv.local_addr().unwrap();
-        let stop = tsrv.shutdown_handle();
-        let th = tokio::spawn(tsrv.run());
+        tcp_stop = Some((tsrv.shutdown_handle(), tokio::spawn(tsrv.run())));
         let tcp = Arc::new(oncrpc_tcp::TcpChannel::connect(taddr).await.unwrap());
-        suite("tcp", tcp.clone(), dur, &mut rows).await;
-        drop(tcp);
+        chans.push(("tcp", Chan::Tcp(tcp)));
+    }
+
+    // Interleave transports within each round so that load changes on the
+    // machine hit all of them alike; report medians over the rounds.
+    let data = Bytes::from(vec![0xa5u8; MIB]);
+    let mut vals: std::collections::HashMap<(String, String), (Vec<f64>, Vec<f64>)> =
+        Default::default();
+    let mut plain = Vec::new();
+    for _ in 0..rounds {
+        for &m in &metrics {
+            for (label, ch) in &chans {
+                let (a, b) = measure(ch, m, dur, &data).await;
+                let e = vals.entry((label.to_string(), m.name())).or_default();
+                e.0.push(a);
+                e.1.push(b);
+            }
+        }
+        if want("plain") {
+            plain.push(plain_stream(dur).await);
+        }
+    }
+    for (_, c) in &chans {
+        if let Chan::Rdma(c) = c {
+            c.close();
+        }
+    }
+    chans.clear();
+    for s in rdma_servers {
+        s.shutdown().await;
+    }
+    if let Some((stop, h)) = tcp_stop {
         stop.shutdown();
-        let _ = th.await;
+        let _ = h.await;
     }
 
-    // Plain TCP stream.
-    let plain = if want("plain") {
-        plain_stream(dur).await
-    } else {
-        f64::NAN
+    let labels = ["rdma", "rdma-nocrc", "tcp"];
+    let med = |l: &str, m: Metric| -> (f64, f64) {
+        vals.get(&(l.to_string(), m.name()))
+            .map(|(a, b)| (median(&mut a.clone()), median(&mut b.clone())))
+            .unwrap_or((f64::NAN, f64::NAN))
     };
-    rows.push(Row {
-        name: "plain TCP stream 1MiB writes".into(),
-        value: plain,
-        unit: "MB/s",
-    });
-
-    println!("\n{:<40} {:>14}", "measurement", "value");
-    for r in &rows {
-        println!("{:<40} {:>12.1} {}", r.name, r.value, r.unit);
-    }
-    println!("\nratios (target):");
-    for op in ["GET", "PUT"] {
-        let best = |l: &str| {
-            get(&rows, &format!("{l} {op} 1MiB depth 1"))
-                .max(get(&rows, &format!("{l} {op} 1MiB depth 4")))
-        };
-        let (r, t) = (best("rdma"), best("tcp"));
+    println!(
+        "\nmedians of {rounds} rounds x {:.1} s per measurement",
+        dur.as_secs_f64()
+    );
+    println!(
+        "{:<32} {:>14} {:>14} {:>14}",
+        "measurement", labels[0], labels[1], labels[2]
+    );
+    for &m in &metrics {
+        let cells: Vec<String> = labels
+            .iter()
+            .map(|l| {
+                let (a, b) = med(l, m);
+                if b.is_nan() {
+                    format!("{a:.1}")
+                } else {
+                    format!("{a:.1}/{b:.1}")
+                }
+            })
+            .collect();
         println!(
-            "  {op} 1MiB rdma/plain-stream = {:.2} (>= 0.85), rdma/rpc-tcp = {:.2} (>= 0.9)  [best of depth 1/4]",
-            r / plain,
-            r / t
+            "{:<32} {:>14} {:>14} {:>14}",
+            m.name(),
+            cells[0],
+            cells[1],
+            cells[2]
         );
     }
-    let lr =
-        get(&rows, "rdma NULL depth 1 mean latency") / get(&rows, "tcp NULL depth 1 mean latency");
-    println!("  NULL depth-1 latency rdma/tcp = {lr:.2} (<= 1.2)");
-    let cr = get(&rows, "rdma NULL depth 32") / get(&rows, "tcp NULL depth 32");
-    println!("  NULL depth-32 calls/s rdma/tcp = {cr:.2} (>= 0.8)");
+    let plain = median(&mut plain);
+    println!("{:<32} {:>14.1}", "plain TCP stream 1MiB (MB/s)", plain);
+    println!("\nratios against targets (rdma = with MPA CRC32c, the default):");
+    for l in ["rdma", "rdma-nocrc"] {
+        for (op, g) in [
+            ("GET", Metric::Get as fn(usize) -> Metric),
+            ("PUT", Metric::Put),
+        ] {
+            let best = |t: &str| med(t, g(1)).0.max(med(t, g(4)).0);
+            let (r, t) = (best(l), best("tcp"));
+            println!(
+                "  {l:<10} {op} 1MiB: vs plain stream {:.2} (>= 0.85), vs RPC/TCP {:.2} (>= 0.9)  [best of depth 1/4]",
+                r / plain,
+                r / t
+            );
+        }
+        let lr = med(l, Metric::NullLatency).0 / med("tcp", Metric::NullLatency).0;
+        let cr = med(l, Metric::NullRate).0 / med("tcp", Metric::NullRate).0;
+        println!("  {l:<10} NULL depth-1 mean latency vs RPC/TCP {lr:.2} (<= 1.2); depth-32 calls/s {cr:.2} (>= 0.8)");
+    }
 }
 
 fn main() {

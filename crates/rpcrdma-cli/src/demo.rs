@@ -352,7 +352,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         println!("---------------------------------------------------------------------------");
         let cases = [
             (
-                "NULL, 1 call in flight",
+                "NULL, depth 1",
                 Spec {
                     procedure: Proc::Null,
                     size: 0,
@@ -361,7 +361,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
                 },
             ),
             (
-                "GET 1 MiB, 4 in flight",
+                "GET 1 MiB, depth 4",
                 Spec {
                     procedure: Proc::Get,
                     size: 1 << 20,
@@ -370,7 +370,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
                 },
             ),
             (
-                "PUT 1 MiB, 4 in flight",
+                "PUT 1 MiB, depth 4",
                 Spec {
                     procedure: Proc::Put,
                     size: 1 << 20,
@@ -579,48 +579,48 @@ async fn get_checked(
 }
 
 fn print_table(rows: &[(&str, Spec, Outcome, Outcome)]) {
+    let line = |label: &str, r: String, t: String, ratio: f64| {
+        println!("  {label:<28} {r:>16} {t:>16} {ratio:>8.2}x");
+    };
     println!(
-        "{:<30} {:>16} {:>16} {:>9}",
+        "  {:<28} {:>16} {:>16} {:>9}",
         "", "RPC-over-RDMA", "RPC over TCP", "RDMA/TCP"
     );
     for (name, spec, r, t) in rows {
         if spec.procedure == Proc::Null {
             let (rl, tl) = (r.percentile_us(50.0), t.percentile_us(50.0));
-            println!(
-                "{:<30} {:>13} µs {:>13} µs {:>8.2}x",
-                format!("{name}: latency p50"),
-                rl,
-                tl,
-                ratio(rl as f64, tl as f64)
+            line(
+                &format!("{name}: latency p50"),
+                format!("{rl} µs"),
+                format!("{tl} µs"),
+                ratio(rl as f64, tl as f64),
             );
-            println!(
-                "{:<30} {:>8.0} calls/s {:>8.0} calls/s {:>8.2}x",
-                format!("{name}: rate"),
-                r.ops_per_sec(),
-                t.ops_per_sec(),
-                ratio(r.ops_per_sec(), t.ops_per_sec())
+            line(
+                &format!("{name}: rate"),
+                format!("{:.0} calls/s", r.ops_per_sec()),
+                format!("{:.0} calls/s", t.ops_per_sec()),
+                ratio(r.ops_per_sec(), t.ops_per_sec()),
             );
         } else {
-            println!(
-                "{:<30} {:>11.0} MB/s {:>11.0} MB/s {:>8.2}x",
+            line(
                 name,
-                r.bytes_per_sec() / 1e6,
-                t.bytes_per_sec() / 1e6,
-                ratio(r.bytes_per_sec(), t.bytes_per_sec())
+                format!("{:.0} MB/s", r.bytes_per_sec() / 1e6),
+                format!("{:.0} MB/s", t.bytes_per_sec() / 1e6),
+                ratio(r.bytes_per_sec(), t.bytes_per_sec()),
             );
             if let (Some(rc), Some(tc)) = (r.cpu_sec_per_gb(), t.cpu_sec_per_gb()) {
-                println!(
-                    "{:<30} {:>11.2} s/GB {:>11.2} s/GB {:>8.2}x",
-                    "  CPU per GB (client+server)",
-                    rc,
-                    tc,
-                    ratio(rc, tc)
+                line(
+                    "  CPU-seconds per GB",
+                    format!("{rc:.2} s/GB"),
+                    format!("{tc:.2} s/GB"),
+                    ratio(rc, tc),
                 );
             }
         }
     }
-    println!("(MB = 10^6 bytes; CPU = this whole process, which runs client AND server;");
-    println!(" software iWARP does in CPU what an RNIC would do in hardware.)");
+    println!("  (MB = 10^6 bytes. CPU = this whole process, which runs the client AND the");
+    println!("  servers; the software iWARP provider does in the CPU what an RNIC does in");
+    println!("  hardware, so these ratios say little about RDMA hardware.)");
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

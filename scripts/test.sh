@@ -10,8 +10,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
+# WIRE_CHECK=0 skips capturing the test run and judging it with tshark.
+WIRE_CHECK="${WIRE_CHECK:-1}"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Wall time per phase, printed in the summary.
+phase_names=(); phase_secs=(); phase_start=$SECONDS; phase_name=""
+step() {
+  if [ -n "$phase_name" ]; then
+    phase_names+=("$phase_name"); phase_secs+=($((SECONDS - phase_start)))
+  fi
+  phase_name="$*"; phase_start=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 # --- 1. System packages (Debian) -------------------------------------------
 need=()
@@ -36,8 +46,67 @@ step "cargo clippy --workspace --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 # --- 3. Tests --------------------------------------------------------------------
+# The wire oracle: dumpcap records all loopback traffic of the test run;
+# afterwards `wire-check` has tshark judge every iWARP connection in it.
+# A large kernel buffer (-B, MiB) because loopback bursts are fast; any
+# packet the capture dropped makes the judgement void, so drops fail.
+WIRE_DIR=target/wire
+WIRE_PCAP="$WIRE_DIR/testrun.pcapng"
+dumpcap_pid=""
+stop_capture() {
+  if [ -n "$dumpcap_pid" ]; then
+    kill -INT "$dumpcap_pid" 2>/dev/null || true
+    wait "$dumpcap_pid" 2>/dev/null || true
+    dumpcap_pid=""
+  fi
+}
+trap stop_capture EXIT
+if [ "$WIRE_CHECK" != "0" ]; then
+  step "building wire-check; starting dumpcap on lo"
+  cargo build --release -p wire-check
+  mkdir -p "$WIRE_DIR"
+  rm -f "$WIRE_PCAP"
+  dumpcap -i lo -q -s 0 -B "${WIRE_BUFFER_MB:-512}" -w "$WIRE_PCAP" 2>"$WIRE_DIR/dumpcap.log" &
+  dumpcap_pid=$!
+  # Ready once a probe datagram sent after the file header shows up in the
+  # file (the header alone is written before capturing really starts).
+  for _ in $(seq 1 100); do [ -s "$WIRE_PCAP" ] && break; sleep 0.1; done
+  sleep 0.2
+  head_size=$(stat -c %s "$WIRE_PCAP" 2>/dev/null || echo 0)
+  ready=0
+  for _ in $(seq 1 300); do
+    printf 'wire-check-probe' >/dev/udp/127.0.0.1/9 2>/dev/null || true
+    if [ "$(stat -c %s "$WIRE_PCAP" 2>/dev/null || echo 0)" -gt "$head_size" ]; then ready=1; break; fi
+    sleep 0.1
+  done
+  if [ "$ready" != 1 ]; then
+    echo "dumpcap did not start capturing on lo:" >&2; cat "$WIRE_DIR/dumpcap.log" >&2; exit 1
+  fi
+fi
+
 step "cargo test --workspace"
 cargo test --workspace 2>&1 | tee target/test-output.txt
+
+if [ "$WIRE_CHECK" != "0" ]; then
+  step "wire oracle: tshark judges the captured RDMA traffic"
+  sleep 0.5
+  stop_capture
+  cat "$WIRE_DIR/dumpcap.log"
+  # "Packets received/dropped on interface 'Loopback: lo': R/D (pcap:P/dumpcap:Q/flushed:F/ps_ifdrop:I)"
+  drops=$(grep -Eo 'received/dropped on interface[^:]*: *[0-9]+/[0-9]+ \(pcap:[0-9]+/dumpcap:[0-9]+/flushed:[0-9]+/ps_ifdrop:[0-9]+\)' "$WIRE_DIR/dumpcap.log" \
+    | sed -E 's/.*: *[0-9]+\/([0-9]+) \(pcap:([0-9]+)\/dumpcap:([0-9]+)\/flushed:([0-9]+)\/ps_ifdrop:([0-9]+)\)/\1 \2 \3 \4 \5/')
+  if [ -z "$drops" ]; then
+    echo "cannot read dumpcap's drop counters: the capture cannot be trusted" >&2; exit 1
+  fi
+  for d in $drops; do
+    if [ "$d" != 0 ]; then
+      echo "dumpcap dropped packets ($drops): the capture cannot judge the run; raise WIRE_BUFFER_MB" >&2
+      exit 1
+    fi
+  done
+  ls -l "$WIRE_PCAP"
+  "${CARGO_TARGET_DIR:-target}/release/wire-check" "$WIRE_PCAP"
+fi
 
 # --- 4. Fuzz targets (bounded) ------------------------------------------------
 if [ "$FUZZ_SECONDS" != "0" ]; then
@@ -65,6 +134,9 @@ fi
 
 # --- 5. Summary ----------------------------------------------------------------
 step "summary"
+for i in "${!phase_names[@]}"; do
+  printf '%6ss  %s\n' "${phase_secs[$i]}" "${phase_names[$i]}"
+done
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 echo "${passed} passed, ${failed} failed"

@@ -1,1 +1,26 @@
-fn main() {}
+//! `wire-check <capture.pcapng>`: has tshark decode the capture and judges
+//! every iWARP connection in it; exits non-zero on any failure.
+
+use anyhow::{bail, Context};
+use std::time::Instant;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [file] = args.as_slice() else {
+        bail!("usage: wire-check <capture.pcap[ng]>");
+    };
+    let t0 = Instant::now();
+    let v = wire_check::check_file(file.as_ref()).with_context(|| format!("judging {file}"))?;
+    print!("{}", wire_check::report::summary(&v));
+    println!(
+        "(tshark passes and judgement took {:.1} s)",
+        t0.elapsed().as_secs_f64()
+    );
+    if v.connections.is_empty() {
+        bail!("no iWARP connection in {file}: nothing was judged");
+    }
+    if !v.passed() {
+        bail!("the captured RDMA traffic failed the wire oracle");
+    }
+    Ok(())
+}

@@ -1,0 +1,597 @@
+//! Judging decoded frames per iWARP connection.
+
+use crate::parse::{msg_type, opcode, severity, CrcStatus, Frame, FrameMeta, Item, MpaHandshake};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+/// TCP expert warnings that are flow control, not defects: the receiver
+/// was slower than the sender (window full / zero window and its probes)
+/// or the stack resent a segment (D-SACK). Loopback bursts produce them;
+/// they say nothing about the bytes of the stream. Every other warning or
+/// error (e.g. "previous segment not captured", malformed) fails.
+pub const TCP_FLOW_CONTROL: &[&str] = &[
+    "TCP window specified by the receiver is now completely full",
+    "TCP Zero Window segment",
+    "TCP Zero Window Probe",
+    "TCP ZeroWindowProbe",
+    "D-SACK Sequence",
+    "Zero window probe",
+];
+
+/// One failed check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Frame number.
+    pub frame: u64,
+    /// What is wrong.
+    pub what: String,
+}
+
+/// How a connection is judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Class {
+    /// MPA Request and Reply (accepted) seen, no Terminate: every check applies.
+    Healthy,
+    /// Carries an RDMAP Terminate (a negative test, or a peer reacting to a
+    /// defect): judged fully up to the Terminate, except that failures in
+    /// FPDUs the terminating peer *received* just before it (the fault it
+    /// reacted to) are listed as excused, not failed.
+    Terminated {
+        /// Frame of the first Terminate.
+        frame: u64,
+        /// Source port of its sender.
+        by_port: u16,
+    },
+    /// MPA Request without an accepting Reply (rejected or never
+    /// answered): only the MPA frames are judged.
+    MpaIncomplete,
+}
+
+/// Counters and verdict of one connection.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// tcp.stream.
+    pub stream: u64,
+    /// Initiator's port.
+    pub initiator: u16,
+    /// Responder's port.
+    pub responder: u16,
+    /// First frame (the MPA Request).
+    pub first_frame: u64,
+    /// Class.
+    pub class: Class,
+    /// CRC in use.
+    pub crc: bool,
+    /// FPDUs judged.
+    pub fpdus: u64,
+    /// RPC-over-RDMA messages by type name.
+    pub rpcordma: BTreeMap<&'static str, u64>,
+    /// RPC messages tshark decoded.
+    pub rpcs: u64,
+    /// RPC messages reassembled from chunks (Read/Reply chunks, multi-FPDU Sends).
+    pub reassembled: u64,
+    /// Read chunks tshark 4.0 cannot reassemble (segments sharing an STag).
+    pub unreassemblable_reads: u64,
+    /// Replies with Write chunks (reduced message checked; chunk data not reinserted by tshark).
+    pub write_chunk_replies: u64,
+    /// Replies with Write chunks sharing a frame with the chunk's last RDMA
+    /// Write, which tshark 4.0 misdecodes (per-frame reassembly state).
+    pub write_chunk_same_frame: u64,
+    /// TCP flow-control warnings (not failures).
+    pub flow_control_warnings: u64,
+    /// Failed checks.
+    pub failures: Vec<Failure>,
+    /// Failures excused as the fault a Terminate reacted to.
+    pub excused: Vec<Failure>,
+}
+
+/// The judgement of a whole capture.
+#[derive(Debug, Clone, Default)]
+pub struct Verdict {
+    /// iWARP connections (an MPA Request seen), by stream.
+    pub connections: Vec<Connection>,
+    /// TCP connections without MPA (ignored).
+    pub other_tcp_streams: u64,
+    /// Frames tshark decoded.
+    pub frames: u64,
+}
+
+impl Verdict {
+    /// All failures.
+    pub fn failures(&self) -> impl Iterator<Item = (&Connection, &Failure)> {
+        self.connections
+            .iter()
+            .flat_map(|c| c.failures.iter().map(move |f| (c, f)))
+    }
+    /// True when nothing failed.
+    pub fn passed(&self) -> bool {
+        self.failures().next().is_none() && !self.connections.is_empty()
+    }
+}
+
+#[derive(Default)]
+struct QueueState {
+    msn: u32,
+    mo: u64,
+}
+
+struct PendingRead {
+    sink_stag: u32,
+    remaining: u64,
+    frame: u64,
+}
+
+/// Judges `frames` (all frames with decoded iWARP/RPC items, in order)
+/// with the per-frame `meta` (stream, expert items).
+pub fn judge(frames: &[Frame], meta: &HashMap<u64, FrameMeta>) -> Verdict {
+    let mut by_stream: BTreeMap<u64, Vec<&Frame>> = BTreeMap::new();
+    let mut streams: HashSet<u64> = HashSet::new();
+    for m in meta.values() {
+        if let Some(s) = m.stream {
+            streams.insert(s);
+        }
+    }
+    for f in frames {
+        if let Some(s) = meta.get(&f.number).and_then(|m| m.stream) {
+            by_stream.entry(s).or_default().push(f);
+        }
+    }
+    let mut expert_by_stream: HashMap<u64, Vec<(u64, u32, &str)>> = HashMap::new();
+    for m in meta.values() {
+        if let Some(s) = m.stream {
+            for (sev, msg) in &m.expert {
+                if *sev >= severity::WARN {
+                    expert_by_stream
+                        .entry(s)
+                        .or_default()
+                        .push((m.number, *sev, msg.as_str()));
+                }
+            }
+        }
+    }
+    let mut v = Verdict {
+        frames: frames.len() as u64,
+        ..Verdict::default()
+    };
+    for (stream, fs) in by_stream {
+        let has_mpa = fs
+            .iter()
+            .any(|f| f.items.iter().any(|i| matches!(i, Item::MpaRequest(_))));
+        if !has_mpa {
+            continue;
+        }
+        let mut ex = expert_by_stream.remove(&stream).unwrap_or_default();
+        ex.sort();
+        v.connections.push(judge_connection(stream, &fs, &ex));
+    }
+    v.other_tcp_streams = streams.len() as u64 - v.connections.len() as u64;
+    v
+}
+
+fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> Connection {
+    let mut c = Connection {
+        stream,
+        initiator: 0,
+        responder: 0,
+        first_frame: fs[0].number,
+        class: Class::Healthy,
+        crc: false,
+        fpdus: 0,
+        rpcordma: BTreeMap::new(),
+        rpcs: 0,
+        reassembled: 0,
+        unreassemblable_reads: 0,
+        write_chunk_replies: 0,
+        write_chunk_same_frame: 0,
+        flow_control_warnings: 0,
+        failures: Vec::new(),
+        excused: Vec::new(),
+    };
+    let fail =
+        |c: &mut Connection, frame: u64, what: String| c.failures.push(Failure { frame, what });
+
+    // MPA negotiation.
+    let mut req: Option<(u64, u16, MpaHandshake)> = None;
+    let mut rep: Option<(u64, MpaHandshake)> = None;
+    for f in fs {
+        for it in &f.items {
+            match it {
+                Item::MpaRequest(h) if req.is_none() => {
+                    req = Some((f.number, f.src_port, h.clone()))
+                }
+                Item::MpaReply(h) if rep.is_none() => rep = Some((f.number, h.clone())),
+                Item::MpaRequest(_) | Item::MpaReply(_) => fail(
+                    &mut c,
+                    f.number,
+                    "second MPA Request/Reply on one connection".into(),
+                ),
+                _ => {}
+            }
+        }
+    }
+    let Some((req_frame, ini_port, req_h)) = req else {
+        unreachable!("only connections with an MPA Request are judged")
+    };
+    c.first_frame = req_frame;
+    c.initiator = ini_port;
+    c.responder = fs
+        .iter()
+        .find(|f| f.src_port == ini_port)
+        .map(|f| f.dst_port)
+        .unwrap_or(0);
+    let Some((rep_frame, rep_h)) = rep.filter(|(_, h)| !h.reject) else {
+        c.class = Class::MpaIncomplete;
+        // Nothing after a rejected/unanswered Request may be an FPDU.
+        for f in fs {
+            if f.items.iter().any(|i| matches!(i, Item::Fpdu(_))) {
+                fail(
+                    &mut c,
+                    f.number,
+                    "FPDU on a connection whose MPA exchange did not complete".into(),
+                );
+            }
+        }
+        return c;
+    };
+    if req_h.markers || rep_h.markers {
+        fail(
+            &mut c,
+            rep_frame,
+            "MPA markers negotiated (not supported by this project)".into(),
+        );
+    }
+    // RFC 5044 §7.1: CRC is used unless both sides set C = 0.
+    c.crc = req_h.crc || rep_h.crc;
+
+    // Terminate: the first one classifies the connection.
+    let term = fs.iter().find_map(|f| {
+        f.items.iter().find_map(|i| match i {
+            Item::Fpdu(p) if p.ddp.as_ref().and_then(|d| d.opcode) == Some(opcode::TERMINATE) => {
+                Some((f.number, f.src_port))
+            }
+            _ => None,
+        })
+    });
+    if let Some((frame, by_port)) = term {
+        c.class = Class::Terminated { frame, by_port };
+    }
+    let cut = term.map(|(f, _)| f).unwrap_or(u64::MAX);
+
+    let mut queues: HashMap<(u16, u32), QueueState> = HashMap::new();
+    let mut reads: HashMap<u16, VecDeque<PendingRead>> = HashMap::new();
+    // XIDs whose RPC message tshark must produce by reassembly later.
+    let mut pending_rpc: HashMap<(u32, bool), u64> = HashMap::new();
+    for f in fs {
+        if f.number > cut {
+            break;
+        }
+        let dir = f.src_port;
+        let items = &f.items;
+        let mut i = 0;
+        let mut write_in_frame = false;
+        while i < items.len() {
+            let it = &items[i];
+            i += 1;
+            match it {
+                Item::Malformed(t) => fail(&mut c, f.number, format!("malformed: {t}")),
+                Item::Fpdu(p) => {
+                    c.fpdus += 1;
+                    match (c.crc, p.crc) {
+                        (true, CrcStatus::Good) | (false, CrcStatus::Absent) => {}
+                        (true, CrcStatus::Bad) => fail(&mut c, f.number, "Bad CRC32".into()),
+                        (crc, s) => fail(
+                            &mut c,
+                            f.number,
+                            format!("CRC status {s:?} with CRC negotiated={crc}"),
+                        ),
+                    }
+                    let Some(d) = &p.ddp else {
+                        fail(&mut c, f.number, "FPDU without a DDP header".into());
+                        continue;
+                    };
+                    let Some(op) = d.opcode else {
+                        fail(&mut c, f.number, "FPDU without an RDMAP opcode".into());
+                        continue;
+                    };
+                    let Some(len) = p.payload_len() else {
+                        fail(
+                            &mut c,
+                            f.number,
+                            "FPDU length unknown or shorter than its header".into(),
+                        );
+                        continue;
+                    };
+                    if !d.tagged {
+                        let (Some(qn), Some(msn), Some(mo)) = (d.qn, d.msn, d.mo) else {
+                            fail(&mut c, f.number, "untagged FPDU without QN/MSN/MO".into());
+                            continue;
+                        };
+                        let q = queues
+                            .entry((dir, qn))
+                            .or_insert(QueueState { msn: 1, mo: 0 });
+                        if (msn, mo) != (q.msn, q.mo) {
+                            let w = format!(
+                                "QN {qn} from port {dir}: MSN/MO {msn}/{mo}, expected {}/{}",
+                                q.msn, q.mo
+                            );
+                            fail(&mut c, f.number, w);
+                        }
+                        if d.last {
+                            *q = QueueState {
+                                msn: msn.wrapping_add(1),
+                                mo: 0,
+                            };
+                        } else {
+                            *q = QueueState { msn, mo: mo + len };
+                        }
+                    }
+                    if op == opcode::READ_REQUEST {
+                        match d.read_request {
+                            Some(r) => reads.entry(dir).or_default().push_back(PendingRead {
+                                sink_stag: r.sink_stag,
+                                remaining: r.size,
+                                frame: f.number,
+                            }),
+                            None => fail(&mut c, f.number, "Read Request without a body".into()),
+                        }
+                    }
+                    if op == opcode::READ_RESPONSE {
+                        let q = reads.iter_mut().find(|(p, _)| **p != dir).map(|(_, q)| q);
+                        match q.and_then(|q| q.front_mut().map(|r| (r, 0usize))) {
+                            None => fail(
+                                &mut c,
+                                f.number,
+                                "Read Response without an outstanding Read Request".into(),
+                            ),
+                            Some((r, _)) => {
+                                if Some(r.sink_stag) != d.stag {
+                                    let w = format!(
+                                        "Read Response to STag {:#010x}, the oldest Read Request (frame {}) names {:#010x}",
+                                        d.stag.unwrap_or(0), r.frame, r.sink_stag
+                                    );
+                                    fail(&mut c, f.number, w);
+                                }
+                                if len > r.remaining {
+                                    fail(
+                                        &mut c,
+                                        f.number,
+                                        format!(
+                                            "Read Response longer than requested ({} > {})",
+                                            len, r.remaining
+                                        ),
+                                    );
+                                    r.remaining = 0;
+                                } else {
+                                    r.remaining -= len;
+                                }
+                                if d.last {
+                                    if r.remaining != 0 {
+                                        let w = format!("Read Response ended {} bytes short of the Read Request (frame {})", r.remaining, r.frame);
+                                        fail(&mut c, f.number, w);
+                                    }
+                                    if let Some(q) =
+                                        reads.iter_mut().find(|(p, _)| **p != dir).map(|(_, q)| q)
+                                    {
+                                        q.pop_front();
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    // Layers tshark decoded inside this FPDU's payload.
+                    let mut j = i;
+                    let mut inner: Vec<&Item> = Vec::new();
+                    while j < items.len()
+                        && !matches!(
+                            items[j],
+                            Item::Fpdu(_) | Item::MpaRequest(_) | Item::MpaReply(_)
+                        )
+                    {
+                        inner.push(&items[j]);
+                        j += 1;
+                    }
+                    i = j;
+                    judge_payload(
+                        &mut c,
+                        f.number,
+                        op,
+                        d.last,
+                        write_in_frame,
+                        &inner,
+                        &mut pending_rpc,
+                    );
+                    write_in_frame |= op == opcode::WRITE;
+                }
+                Item::Rpcordma(_) | Item::Rpc(_) | Item::Reassembled { .. } => {
+                    fail(&mut c, f.number, "RPC layer outside an FPDU".into())
+                }
+                Item::MpaRequest(_) | Item::MpaReply(_) => {}
+            }
+        }
+    }
+    let is_rpc = !c.rpcordma.is_empty();
+    if is_rpc {
+        // Every complete Send of an RPC-over-RDMA connection must have
+        // decoded as rpcordma: checked in judge_payload via `sends`.
+    }
+    if term.is_none() {
+        for (dir, q) in &reads {
+            for r in q {
+                fail(
+                    &mut c,
+                    r.frame,
+                    format!("Read Request from port {dir} never answered"),
+                );
+            }
+        }
+        let mut p: Vec<_> = pending_rpc.iter().collect();
+        p.sort_by_key(|(_, f)| **f);
+        for ((xid, call), frame) in p {
+            let w = format!(
+                "RPC {} XID {xid:#010x} announced with chunks was never reassembled by tshark",
+                if *call { "call" } else { "reply" }
+            );
+            fail(&mut c, *frame, w);
+        }
+    }
+    // Expert items.
+    for (frame, sev, msg) in expert {
+        if *frame > cut {
+            continue;
+        }
+        if TCP_FLOW_CONTROL.iter().any(|m| msg.contains(m)) && *sev < severity::ERROR {
+            c.flow_control_warnings += 1;
+            continue;
+        }
+        let kind = if *sev >= severity::ERROR {
+            "error"
+        } else {
+            "warning"
+        };
+        fail(&mut c, *frame, format!("expert {kind}: {msg}"));
+    }
+    // A Terminate excuses failures in what its sender received just
+    // before it (the fault it reacted to): FPDUs from the other peer after
+    // the last frame that its sender sent before the Terminate... kept
+    // simple and strict: only failures in frames travelling towards the
+    // terminating peer, within the Terminate's own connection, strictly
+    // before it, and only the last run of such frames.
+    if let Class::Terminated { frame, by_port } = c.class {
+        let toward: HashSet<u64> = fs
+            .iter()
+            .filter(|f| f.number < frame && f.dst_port == by_port)
+            .map(|f| f.number)
+            .collect();
+        // The last frame the terminating peer sent before its Terminate.
+        let last_own = fs
+            .iter()
+            .filter(|f| {
+                f.number < frame
+                    && f.src_port == by_port
+                    && f.items.iter().any(|i| matches!(i, Item::Fpdu(_)))
+            })
+            .map(|f| f.number)
+            .max()
+            .unwrap_or(0);
+        let (excused, kept): (Vec<_>, Vec<_>) = c
+            .failures
+            .drain(..)
+            .partition(|x| toward.contains(&x.frame) && x.frame > last_own.min(frame));
+        c.excused = excused;
+        c.failures = kept;
+    }
+    c
+}
+
+/// Checks the layers tshark decoded inside one FPDU's payload.
+fn judge_payload(
+    c: &mut Connection,
+    frame: u64,
+    op: u8,
+    last: bool,
+    write_in_frame: bool,
+    inner: &[&Item],
+    pending: &mut HashMap<(u32, bool), u64>,
+) {
+    let reassembled = inner.iter().any(|i| matches!(i, Item::Reassembled { .. }));
+    let rpcordma = inner.iter().find_map(|i| match i {
+        Item::Rpcordma(r) => Some(r),
+        _ => None,
+    });
+    let rpcs: Vec<_> = inner
+        .iter()
+        .filter_map(|i| match i {
+            Item::Rpc(r) => Some(*r),
+            _ => None,
+        })
+        .collect();
+    c.rpcs += rpcs.len() as u64;
+    if opcode::is_send(op)
+        && last
+        && rpcordma.is_none()
+        && (!c.rpcordma.is_empty() || !rpcs.is_empty())
+    {
+        c.failures.push(Failure {
+            frame,
+            what: "RDMA Send on an RPC-over-RDMA connection not decoded as rpcordma".into(),
+        });
+    }
+    if let Some(r) = rpcordma {
+        *c.rpcordma.entry(msg_type::name(r.msg_type)).or_default() += 1;
+        let rpc_here = rpcs.iter().find(|x| x.xid == r.xid);
+        let shared = |h: &[u32]| {
+            let s: HashSet<u32> = h.iter().copied().collect();
+            s.len() != h.len()
+        };
+        match r.msg_type {
+            msg_type::MSG | msg_type::MSGP | msg_type::NOMSG => {
+                if r.reads > 0 {
+                    // Reassembled in the last Read Response's frame.
+                    if shared(&r.read_handles) {
+                        c.unreassemblable_reads += 1;
+                    } else {
+                        pending.insert((r.xid, true), frame);
+                    }
+                } else if r.msg_type == msg_type::NOMSG
+                    && r.reply > 0
+                    && !r.reply_handles.is_empty()
+                {
+                    // A call offering a Reply chunk (no data) or a reply
+                    // sent through it (reassembled here).
+                    if rpcs.is_empty() {
+                        // The call: its RPC body is elsewhere (read list);
+                        // nothing decodes here.
+                    }
+                } else if r.msg_type == msg_type::NOMSG {
+                    // RDMA_NOMSG reply: the RPC reply came in the Reply
+                    // chunk and must be reassembled here.
+                    if rpc_here.is_none() {
+                        c.failures.push(Failure {
+                            frame,
+                            what: format!("RDMA_NOMSG XID {:#010x}: Reply chunk not reassembled into an RPC reply", r.xid),
+                        });
+                    }
+                } else {
+                    match rpc_here {
+                        Some(_) => {
+                            if r.writes > 0 && !rpcs.iter().any(|x| x.call) {
+                                c.write_chunk_replies += 1;
+                            }
+                        }
+                        // tshark 4.0 keeps RPC-over-RDMA reassembly
+                        // state per frame: when the last RDMA Write of a
+                        // Write chunk shares the frame with the reply, it
+                        // hands the chunk data to the RPC dissector in
+                        // place of the reply ("Continuation data").
+                        None if r.writes > 0 && write_in_frame => c.write_chunk_same_frame += 1,
+                        None => c.failures.push(Failure {
+                            frame,
+                            what: format!(
+                                "{} XID {:#010x}: no RPC message with that XID decoded below it (got {:?})",
+                                msg_type::name(r.msg_type),
+                                r.xid,
+                                rpcs.iter().map(|x| format!("{:#010x}", x.xid)).collect::<Vec<_>>()
+                            ),
+                        }),
+                    }
+                }
+            }
+            msg_type::DONE | msg_type::ERROR => {}
+            t => c.failures.push(Failure {
+                frame,
+                what: format!("rpcordma message type {t} unknown"),
+            }),
+        }
+        if reassembled && rpc_here.is_some() {
+            c.reassembled += 1;
+        }
+    } else if !rpcs.is_empty() {
+        // An RPC message produced by reassembly in a Read Response (or the
+        // last segment of a multi-FPDU Send).
+        for x in &rpcs {
+            if reassembled {
+                c.reassembled += 1;
+            }
+            pending.remove(&(x.xid, x.call));
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The human-readable summary.
+
+use crate::judge::{Class, Verdict};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Renders the summary of `v`.
+pub fn summary(v: &Verdict) -> String {
+    let mut s = String::new();
+    let healthy = v
+        .connections
+        .iter()
+        .filter(|c| c.class == Class::Healthy)
+        .count();
+    let terminated: Vec<_> = v
+        .connections
+        .iter()
+        .filter(|c| matches!(c.class, Class::Terminated { .. }))
+        .collect();
+    let incomplete = v
+        .connections
+        .iter()
+        .filter(|c| c.class == Class::MpaIncomplete)
+        .count();
+    let sum = |f: fn(&crate::judge::Connection) -> u64| v.connections.iter().map(f).sum::<u64>();
+    let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
+    for c in &v.connections {
+        for (k, n) in &c.rpcordma {
+            *kinds.entry(k).or_default() += n;
+        }
+    }
+    let _ = writeln!(s, "wire-check: {} frames with iWARP/RPC layers", v.frames);
+    let _ = writeln!(
+        s,
+        "connections: {} iWARP ({} healthy, {} ended by a Terminate, {} MPA exchange incomplete/rejected); {} other TCP streams ignored",
+        v.connections.len(),
+        healthy,
+        terminated.len(),
+        incomplete,
+        v.other_tcp_streams
+    );
+    let _ = writeln!(
+        s,
+        "FPDUs: {} (CRC in use on {} connections)",
+        sum(|c| c.fpdus),
+        v.connections.iter().filter(|c| c.crc).count()
+    );
+    let _ = writeln!(
+        s,
+        "RPC-over-RDMA messages: {kinds:?}; RPC messages decoded: {}",
+        sum(|c| c.rpcs)
+    );
+    let _ = writeln!(
+        s,
+        "reassembled by tshark (read/reply chunks): {}; read chunks tshark 4.0 cannot reassemble (segments sharing an STag): {}; replies with Write chunks (reduced message checked, chunk data not reinserted by tshark 4.0): {}; Write-chunk replies tshark 4.0 misdecodes (sharing a frame with the chunk's last RDMA Write): {}",
+        sum(|c| c.reassembled),
+        sum(|c| c.unreassemblable_reads),
+        sum(|c| c.write_chunk_replies),
+        sum(|c| c.write_chunk_same_frame)
+    );
+    let _ = writeln!(
+        s,
+        "TCP flow-control warnings (not failures): {}",
+        sum(|c| c.flow_control_warnings)
+    );
+    if !terminated.is_empty() {
+        let _ = writeln!(
+            s,
+            "connections ended by an RDMAP Terminate (judged up to it):"
+        );
+        for c in &terminated {
+            if let Class::Terminated { frame, by_port } = c.class {
+                let _ = writeln!(
+                    s,
+                    "  stream {} ({} -> {}): Terminate in frame {frame} from port {by_port}; {} FPDUs before it; {} excused fault(s){}",
+                    c.stream,
+                    c.initiator,
+                    c.responder,
+                    c.fpdus,
+                    c.excused.len(),
+                    c.excused
+                        .first()
+                        .map(|e| format!(" (first: frame {}: {})", e.frame, e.what))
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
+    let failures: Vec<_> = v.failures().collect();
+    if failures.is_empty() {
+        let _ = writeln!(s, "PASS");
+    } else {
+        let _ = writeln!(s, "FAIL: {} failed checks", failures.len());
+        for (c, f) in failures.iter().take(200) {
+            let _ = writeln!(s, "  stream {} frame {}: {}", c.stream, f.frame, f.what);
+        }
+        if failures.len() > 200 {
+            let _ = writeln!(s, "  … {} more", failures.len() - 200);
+        }
+    }
+    s
+}

@@ -89,6 +89,11 @@ struct SrvShared<D: Device> {
     next_conn: AtomicU64,
 }
 
+/// Read sinks kept for reuse per connection.
+const SINK_POOL: usize = 8;
+/// Smallest sink worth keeping.
+const SINK_MIN: usize = 64 << 10;
+
 /// Units of the read-sink budget.
 const BUDGET_UNIT: u64 = 4096;
 
@@ -99,6 +104,9 @@ struct SConn<D: Device> {
     /// Read-sink bytes this connection may hold, in [`BUDGET_UNIT`]s.
     read_budget: Arc<Semaphore>,
     read_budget_units: u64,
+    /// RDMA Read sinks handed back after their call ended, for reuse (no
+    /// allocation, page faults or zeroing on the next call).
+    sinks: Mutex<Vec<BytesMut>>,
     credits: Mutex<ResponderCredits>,
     in_process: AtomicU32,
     posted: u32,
@@ -302,6 +310,7 @@ impl<D: Device> SrvShared<D> {
             ord: Arc::new(Semaphore::new(info.initiator_depth.max(1) as usize)),
             read_budget: Arc::new(Semaphore::new(units as usize)),
             read_budget_units: units,
+            sinks: Mutex::new(Vec::new()),
             credits: Mutex::new(ResponderCredits::new(grant, grant)),
             in_process: AtomicU32::new(0),
             posted: grant,
@@ -437,10 +446,7 @@ impl<D: Device> SConn<D> {
         let mr = self
             .ep
             .pd
-            .register(
-                MrBuffer::Mutable(BytesMut::zeroed(len)),
-                Access::LOCAL_WRITE,
-            )
+            .register(MrBuffer::Mutable(self.sink(len)), Access::LOCAL_WRITE)
             .map_err(|e| e.error)?;
         let segs: Vec<Segment> = chunk
             .segments
@@ -481,6 +487,37 @@ impl<D: Device> SConn<D> {
             off += s.length as u64;
         }
         Ok(PendingRead { mr, done })
+    }
+
+    /// A sink of `len` bytes, from the pool when one fits. Its old contents
+    /// are overwritten entirely by the RDMA Reads before anyone sees it.
+    fn sink(&self, len: usize) -> BytesMut {
+        let mut pool = lock(&self.sinks);
+        if let Some(i) = pool.iter().position(|b| b.capacity() >= len) {
+            let mut b = pool.swap_remove(i);
+            drop(pool);
+            if b.len() >= len {
+                b.truncate(len);
+            } else {
+                b.resize(len, 0);
+            }
+            return b;
+        }
+        drop(pool);
+        BytesMut::zeroed(len)
+    }
+
+    /// Takes sinks back once nothing else refers to them.
+    fn recycle(&self, bufs: Vec<Bytes>) {
+        let mut pool = lock(&self.sinks);
+        for b in bufs {
+            if pool.len() >= SINK_POOL || b.len() < SINK_MIN {
+                continue;
+            }
+            if let Ok(m) = b.try_into_mut() {
+                pool.push(m);
+            }
+        }
     }
 
     async fn finish_read(p: PendingRead<D::Mr>) -> Result<Bytes, TransportError> {
@@ -714,6 +751,13 @@ impl<D: Device> SConn<D> {
         self.ep.post(wr, mrs, None)?;
         stats.counters.add_reply(plan.kind);
         stats.counters.add_chunk_bytes(read_bytes + written);
+        drop(reply);
+        drop(pieces);
+        let mut sinks = data;
+        if call.reassembly.position_zero.is_some() {
+            sinks.push(reduced);
+        }
+        self.recycle(sinks);
         Ok(())
     }
 }

@@ -39,6 +39,11 @@ struct Cli {
     #[arg(long, global = true, default_value = "warn")]
     log: String,
 
+    /// More diagnostics on stderr: -v info, -vv debug, -vvv trace (overrides
+    /// --log; `RUST_LOG` still wins).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -68,7 +73,13 @@ fn init_tracing(default: &str) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
+    let level = match cli.verbose {
+        0 => cli.log.as_str(),
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    init_tracing(level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -241,3 +241,21 @@ fn demo_exits_zero() {
     }
     assert!(!stdout.contains("FAILED"), "{stdout}");
 }
+
+#[test]
+fn capture_writes_a_pcap_of_the_iwarp_traffic() {
+    let server = Server::start_rdma(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("call.pcap");
+    let path_str = path.to_str().unwrap();
+    call_ok(&server.rdma_url(), &["--capture", path_str, "get", "100k"]);
+    let pcap = std::fs::read(&path).unwrap();
+    // pcap magic (either byte order, µs or ns) and more than the MPA
+    // exchange: the 100 KiB of RDMA Write data is in there.
+    let magic = u32::from_le_bytes(pcap[..4].try_into().unwrap());
+    assert!(
+        [0xa1b2_c3d4, 0xd4c3_b2a1, 0xa1b2_3c4d, 0x4d3c_b2a1].contains(&magic),
+        "{magic:#x}"
+    );
+    assert!(pcap.len() > 100_000, "{} bytes", pcap.len());
+}

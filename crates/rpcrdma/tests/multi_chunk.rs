@@ -1,0 +1,139 @@
+//! Several Read chunks in one call (and together with a Position-Zero
+//! chunk), using a test program whose procedure has two DDP-eligible
+//! arguments.
+
+mod common;
+
+use std::ops::RangeInclusive;
+
+use oncrpc::{Call, Dispatcher, Payload, ProcError, Request, Service};
+use rdma_verbs::Device;
+use rpcrdma::{Bindings, CallKind, RdmaClient, RdmaConfig, RdmaServer, RdmatestLayout};
+use rpcrdma_proto::binding::{
+    ArgsView, DdpItem, ProcedureBinding, ReplyEstimate, UpperLayerBinding,
+};
+use xdr::XdrRead;
+
+const PROG: u32 = 0x2000_5245;
+const MAX: u32 = 16 << 20;
+
+/// PUT2(opaque a<> DDP, opaque b<> DDP, opaque c<>) -> (crc a, crc b, crc c).
+struct Put2;
+
+impl Service for Put2 {
+    fn program(&self) -> u32 {
+        PROG
+    }
+    fn versions(&self) -> RangeInclusive<u32> {
+        1..=1
+    }
+    async fn handle(&self, call: Call) -> Result<Payload, ProcError> {
+        if call.procedure != 1 {
+            return Err(ProcError::ProcUnavail);
+        }
+        assert!(call.args.pieces().iter().filter(|p| p.is_ddp()).count() <= 2);
+        let mut d = call.args.decoder();
+        let (a, b, c) = (d.opaque(MAX)?, d.opaque(MAX)?, d.opaque(MAX)?);
+        d.finish()?;
+        let mut out = Payload::builder();
+        out.u32(crc32c::crc32c(&a))
+            .u32(crc32c::crc32c(&b))
+            .u32(crc32c::crc32c(&c));
+        Ok(out.finish())
+    }
+}
+
+const ARGS: &[DdpItem] = &[
+    DdpItem {
+        name: "a",
+        max_len: MAX,
+    },
+    DdpItem {
+        name: "b",
+        max_len: MAX,
+    },
+];
+
+struct Put2Binding;
+
+impl UpperLayerBinding for Put2Binding {
+    fn program(&self) -> u32 {
+        PROG
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn procedure(&self, p: u32) -> Option<ProcedureBinding> {
+        (p == 1).then_some(ProcedureBinding {
+            name: "PUT2",
+            ddp_args: ARGS,
+            ddp_results: &[],
+        })
+    }
+    fn reply_estimate(&self, p: u32, _: ArgsView<'_>) -> Option<ReplyEstimate> {
+        (p == 1).then_some(ReplyEstimate {
+            max_reduced_results: 12,
+            ddp_results: vec![],
+        })
+    }
+}
+
+fn bindings() -> Bindings {
+    let mut b = Bindings::rdmatest();
+    b.add(Put2Binding, None::<RdmatestLayout>);
+    b
+}
+
+async fn run<D: Device>(dev: D) {
+    let disp = Dispatcher::builder().service(Put2).build();
+    let srv = RdmaServer::bind(
+        dev.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        disp,
+        RdmaConfig::default(),
+        bindings(),
+    )
+    .await
+    .unwrap();
+    let c = RdmaClient::connect(dev, srv.local_addr(), RdmaConfig::default(), bindings())
+        .await
+        .unwrap();
+    for (la, lb, lc, kind) in [
+        (100_001usize, (2 << 20) + 7, 8usize, CallKind::Chunked),
+        (5000, 3, 20_000, CallKind::Long),
+        ((3 << 20) + 1, 70_000, 9000, CallKind::Long),
+    ] {
+        let a = rdmatest::pattern::pattern(1, la);
+        let b = rdmatest::pattern::pattern(2, lb);
+        let cc = rdmatest::pattern::pattern(3, lc);
+        let mut args = Payload::builder();
+        args.ddp_opaque(a.clone());
+        args.ddp_opaque(b.clone());
+        args.opaque_bytes(cc.clone());
+        let (res, r) = c
+            .call_with_report(Request::new(PROG, 1, 1, args.finish()))
+            .await
+            .unwrap();
+        let mut d = res.decoder();
+
+        assert_eq!(d.u32().unwrap(), crc32c::crc32c(&a));
+        assert_eq!(d.u32().unwrap(), crc32c::crc32c(&b));
+        assert_eq!(d.u32().unwrap(), crc32c::crc32c(&cc));
+        assert_eq!(r.call_kind, kind, "{r}");
+        assert_eq!(r.read_chunks, 2, "{r}");
+        assert_eq!(r.read_chunk_bytes, (la + lb) as u64, "{r}");
+        assert!(r.read_segments >= 2, "{r}");
+    }
+    c.close();
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn several_read_chunks_memfabric() {
+    run(rpcrdma::memfabric::Fabric::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_read_chunks_iwarp() {
+    run(iwarp::Device::default()).await;
+}

@@ -133,7 +133,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut failures = Vec::new();
     let recorder = Recorder::new(&rdma);
     let typed = RdmatestClient::new(&recorder).with_timeout(Duration::from_secs(30));
-    let big = 16 * inline as usize;
+    // Well above the inline threshold (so Long messages are needed), and
+    // below the server maximum.
+    let big = (16 * inline as usize).min(1 << 20);
 
     // Short Call / Short Reply.
     let r = typed.null().await.map(|()| "void reply".to_string());
@@ -413,6 +415,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             "All calls verified; every message kind went on the wire as expected ({:.1} s).",
             started.elapsed().as_secs_f64()
         );
+        println!();
+        println!("Next: run a server and poke at it from another terminal:");
+        println!("  rpcrdma serve --listen 127.0.0.1:20049 --tcp-listen 127.0.0.1:20050");
+        println!("  rpcrdma call rdma://127.0.0.1:20049 get 16MiB");
+        println!("  rpcrdma bench rdma://127.0.0.1:20049 --proc put --size 1MiB --depth 4");
+        println!("  rpcrdma demo --inline 1k --capture demo.pcap && tshark -r demo.pcap");
         Ok(())
     } else {
         for f in &failures {

@@ -43,8 +43,19 @@ pub(crate) struct Endpoint<D: Device> {
     next_wr: AtomicU64,
     ops: Mutex<HashMap<u64, Op<D::Mr>>>,
     recvs: Mutex<HashMap<u64, D::Mr>>,
+    /// Registrations of unsignaled Sends, released by the next signaled
+    /// one (the send queue completes in order); the count since the last
+    /// signaled Send.
+    deferred: Mutex<(Vec<D::Mr>, u32)>,
     dead: AtomicBool,
 }
+
+/// Release-only Sends are signaled once in this many (selective
+/// signaling, as Linux xprtrdma does), saving a completion per message.
+const SIGNAL_EVERY: u32 = 16;
+/// Only small registrations (a Send buffer, small gather sources) wait for
+/// a later completion; larger ones are released with their own.
+const DEFER_MAX_BYTES: usize = 16 << 10;
 
 /// Receives kept posted beyond the credits.
 pub(crate) const RECV_MARGIN: u32 = 4;
@@ -68,6 +79,7 @@ impl<D: Device> Endpoint<D> {
             next_wr: AtomicU64::new(1),
             ops: Mutex::new(HashMap::new()),
             recvs: Mutex::new(HashMap::new()),
+            deferred: Mutex::new((Vec::new(), 0)),
             dead: AtomicBool::new(false),
         };
         for _ in 0..recvs {
@@ -118,6 +130,40 @@ impl<D: Device> Endpoint<D> {
     /// Posts `wr`; `mrs` are released and `then` runs when it completes
     /// (the request is made signaled if either is given).
     pub fn post(
+        &self,
+        wr: SendWr,
+        mrs: Vec<D::Mr>,
+        then: Option<Continuation>,
+    ) -> Result<(), VerbsError> {
+        if then.is_none() && !mrs.is_empty() {
+            return self.post_release_only(wr, mrs);
+        }
+        self.post_tracked(wr, mrs, then)
+    }
+
+    /// A work request whose completion only releases registrations: most
+    /// are posted unsignaled, their registrations kept until a later
+    /// signaled one completes. The lock spans the post so that deferred
+    /// registrations always belong to earlier work requests.
+    fn post_release_only(&self, mut wr: SendWr, mut mrs: Vec<D::Mr>) -> Result<(), VerbsError> {
+        let mut d = lock(&self.deferred);
+        let small = mrs.iter().map(|m| m.len()).sum::<usize>() <= DEFER_MAX_BYTES;
+        if small && d.1 + 1 < SIGNAL_EVERY && !self.is_dead() {
+            wr.wr_id = 0;
+            wr.signaled = false;
+            self.qp.post_send(wr)?;
+            d.0.extend(mrs);
+            d.1 += 1;
+            return Ok(());
+        }
+        mrs.append(&mut d.0);
+        d.1 = 0;
+        let r = self.post_tracked(wr, mrs, None);
+        drop(d);
+        r
+    }
+
+    fn post_tracked(
         &self,
         mut wr: SendWr,
         mrs: Vec<D::Mr>,
@@ -187,6 +233,8 @@ impl<D: Device> Endpoint<D> {
         }
         let recvs: Vec<D::Mr> = lock(&self.recvs).drain().map(|(_, m)| m).collect();
         drop(recvs);
+        let deferred = std::mem::take(&mut lock(&self.deferred).0);
+        drop(deferred);
     }
 
     /// True once [`fail_all`](Self::fail_all) ran.

@@ -144,7 +144,7 @@ impl Rpcbind {
 /// removes them again.
 #[derive(Debug)]
 pub struct Registered {
-    rpcbind: Rpcbind,
+    server: String,
     mappings: Vec<Mapping>,
 }
 
@@ -155,14 +155,14 @@ impl Registered {
     pub async fn register(server: &str, mappings: Vec<Mapping>) -> anyhow::Result<Self> {
         let rpcbind = Rpcbind::connect(server).await?;
         let mut done = Registered {
-            rpcbind,
+            server: server.to_string(),
             mappings: Vec::new(),
         };
         for m in mappings {
-            if done.rpcbind.unset(&m).await? {
+            if rpcbind.unset(&m).await? {
                 tracing::info!(netid = %m.netid, "removed a stale rpcbind mapping");
             }
-            if !done.rpcbind.set(&m).await? {
+            if !rpcbind.set(&m).await? {
                 let _ = done.unregister().await;
                 anyhow::bail!(
                     "rpcbind refused to register program {} version {} netid {} at {}",
@@ -182,11 +182,16 @@ impl Registered {
         &self.mappings
     }
 
-    /// Removes every registered mapping.
+    /// Removes every registered mapping (over a new connection: rpcbind
+    /// may have closed an idle one).
     pub async fn unregister(&mut self) -> anyhow::Result<()> {
+        if self.mappings.is_empty() {
+            return Ok(());
+        }
+        let rpcbind = Rpcbind::connect(&self.server).await?;
         let mut first_error = None;
         for m in std::mem::take(&mut self.mappings) {
-            match self.rpcbind.unset(&m).await {
+            match rpcbind.unset(&m).await {
                 Ok(true) => {}
                 Ok(false) => tracing::warn!(netid = %m.netid, "rpcbind had no such mapping"),
                 Err(e) => {

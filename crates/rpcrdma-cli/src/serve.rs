@@ -138,6 +138,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let signal = stop.recv().await;
     eprintln!("rpcrdma: {signal}: shutting down");
+    // Stop advertising first, then stop serving. A failure to unregister
+    // (e.g. rpcbind stopped before us) is reported but does not make the
+    // clean shutdown fail.
+    if let Some(mut r) = registered {
+        if let Err(e) = r.unregister().await {
+            eprintln!("rpcrdma: warning: cannot unregister from rpcbind: {e:#}");
+        }
+    }
     stop_all(&running);
     let mut result = Ok(());
     for server in running {
@@ -148,11 +156,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .and_then(|r| r.with_context(|| format!("server {} failed", server.name)));
         if let Err(e) = outcome {
             result = result.and(Err(e));
-        }
-    }
-    if let Some(mut r) = registered {
-        if let Err(e) = r.unregister().await {
-            result = result.and(Err(e.context("cannot unregister from rpcbind")));
         }
     }
     result

@@ -203,11 +203,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(spec.duration.as_millis() as u64);
         bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{bar:30}] {elapsed}/{duration} {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
         );
         bar
     });
@@ -311,7 +309,9 @@ pub async fn measure(
                 let n = calls.load(Relaxed);
                 bar.set_position(elapsed.as_millis() as u64);
                 bar.set_message(format!(
-                    "{n} calls, {:.0} calls/s",
+                    "{:.1}/{:.1} s, {n} calls, {:.0} calls/s",
+                    elapsed.as_secs_f64().min(spec.duration.as_secs_f64()),
+                    spec.duration.as_secs_f64(),
                     n as f64 / elapsed.as_secs_f64().max(1e-3)
                 ));
                 if elapsed >= spec.duration {

@@ -8,8 +8,9 @@
 //!
 //! Run: `cargo bench -p rpcrdma --bench transport` (env `BENCH_SECS`, default
 //! 1 s per measurement; `BENCH_ROUNDS`, default 3, interleaved, medians
-//! reported; `BENCH_ONLY=rdma,rdma-nocrc,tcp,plain` and `BENCH_OPS=get,put,null`
-//! select; `BENCH_THREADS`, default 2 runtime workers).
+//! reported; `BENCH_ONLY=rdma,rdma-nocrc,tcp,plain,memfabric` and `BENCH_OPS=get,put,null`
+//! select (`memfabric`: the in-process provider, no sockets — the engine's own
+//! cost); `BENCH_THREADS`, default 2 runtime workers).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -147,6 +148,7 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 #[derive(Clone)]
 enum Chan {
     Rdma(RdmaClient<iwarp::Device>),
+    Mem(RdmaClient<rpcrdma::memfabric::Fabric>),
     Tcp(Arc<oncrpc_tcp::TcpChannel>),
 }
 
@@ -159,6 +161,7 @@ impl Channel for Chan {
         async move {
             match self {
                 Chan::Rdma(c) => c.call(req).await,
+                Chan::Mem(c) => c.call(req).await,
                 Chan::Tcp(c) => c.call(req).await,
             }
         }
@@ -270,6 +273,29 @@ async fn run() {
             chans.push((label, c));
         }
     }
+    let mut mem_server = None;
+    if want("memfabric") {
+        let f = rpcrdma::memfabric::Fabric::new();
+        let srv = RdmaServer::bind(
+            f.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+            dispatcher(),
+            RdmaConfig::default(),
+            Bindings::rdmatest(),
+        )
+        .await
+        .unwrap();
+        let c = RdmaClient::connect(
+            f,
+            srv.local_addr(),
+            RdmaConfig::default(),
+            Bindings::rdmatest(),
+        )
+        .await
+        .unwrap();
+        mem_server = Some(srv);
+        chans.push(("memfabric", Chan::Mem(c)));
+    }
     let mut tcp_stop = None;
     if want("tcp") {
         let tsrv = oncrpc_tcp::TcpServer::bind(
@@ -305,9 +331,14 @@ async fn run() {
         }
     }
     for (_, c) in &chans {
-        if let Chan::Rdma(c) = c {
-            c.close();
+        match c {
+            Chan::Rdma(c) => c.close(),
+            Chan::Mem(c) => c.close(),
+            Chan::Tcp(_) => {}
         }
+    }
+    if let Some(s) = mem_server {
+        s.shutdown().await;
     }
     chans.clear();
     for s in rdma_servers {
@@ -318,7 +349,7 @@ async fn run() {
         let _ = h.await;
     }
 
-    let labels = ["rdma", "rdma-nocrc", "tcp"];
+    let labels = ["rdma", "rdma-nocrc", "tcp", "memfabric"];
     let med = |l: &str, m: Metric| -> (f64, f64) {
         vals.get(&(l.to_string(), m.name()))
             .map(|(a, b)| (median(&mut a.clone()), median(&mut b.clone())))
@@ -329,8 +360,8 @@ async fn run() {
         dur.as_secs_f64()
     );
     println!(
-        "{:<32} {:>14} {:>14} {:>14}",
-        "measurement", labels[0], labels[1], labels[2]
+        "{:<32} {:>14} {:>14} {:>14} {:>14}",
+        "measurement", labels[0], labels[1], labels[2], labels[3]
     );
     for &m in &metrics {
         let cells: Vec<String> = labels
@@ -345,11 +376,12 @@ async fn run() {
             })
             .collect();
         println!(
-            "{:<32} {:>14} {:>14} {:>14}",
+            "{:<32} {:>14} {:>14} {:>14} {:>14}",
             m.name(),
             cells[0],
             cells[1],
-            cells[2]
+            cells[2],
+            cells[3]
         );
     }
     let plain = median(&mut plain);

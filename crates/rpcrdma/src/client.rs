@@ -895,8 +895,14 @@ impl<D: Device> Shared<D> {
                 }
                 RegionSource::ReplyWriteChunk { chunk } => {
                     let mut b = bufs.get_mut(chunk).map(std::mem::take).unwrap_or_default();
-                    b.clear();
-                    b.resize(len, 0);
+                    // Only bytes never initialised are zeroed: a reused
+                    // buffer is registered as it is (the responder's
+                    // writes overwrite it; only what it wrote is returned).
+                    if b.len() >= len {
+                        b.truncate(len);
+                    } else {
+                        b.resize(len, 0);
+                    }
                     (MrBuffer::Mutable(b), rw)
                 }
                 RegionSource::ReplyChunk => (MrBuffer::Mutable(BytesMut::zeroed(len)), rw),

@@ -102,3 +102,23 @@ async fn fabric_failure_reconnects_and_retransmits() {
     );
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn reused_result_buffer_with_stale_bytes() {
+    let dev = Fabric::new();
+    let srv = common::server(dev.clone(), RdmaConfig::default()).await;
+    let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let t = common::typed(&c);
+    // A buffer that still holds older (longer) data: only what the
+    // responder wrote comes back.
+    let stale = bytes::BytesMut::from(&vec![0xEEu8; 300_000][..]);
+    let d = t.get_into(100_000, 8, stale).await.unwrap();
+    assert_eq!(d.len(), 100_000);
+    // And the buffer comes back to the caller for the next call.
+    drop(t);
+    let d = d.try_into_mut().expect("unique: the caller's own buffer");
+    assert!(d.capacity() >= 300_000);
+    let t = common::typed(&c);
+    t.get_into(250_000, 9, d).await.unwrap();
+    srv.shutdown().await;
+}

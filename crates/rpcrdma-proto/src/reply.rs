@@ -115,7 +115,9 @@ fn fill_chunk(
                 handle: seg.handle,
                 remote_offset: off,
             });
-            off += s.len() as u64;
+            // Validation rejects wrapping segments (validate.rs); wrap rather
+            // than panic should an unvalidated chunk ever reach here.
+            off = off.wrapping_add(s.len() as u64);
         }
         echo.push(Segment { length: l, ..*seg });
     }

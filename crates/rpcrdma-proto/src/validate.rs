@@ -9,8 +9,8 @@ use crate::error::DecodeErrorKind;
 use crate::marshal::OfferedChunks;
 use crate::reassemble::{plan_call_reassembly, CallPiece, CallReassembly};
 use crate::wire::{
-    Body, DecodeLimits, ErrorBody, Header, HeaderRepr, Proc, WriteChunk, WriteChunkRepr,
-    RPCRDMA_VERSION,
+    Body, ChunkLists, DecodeLimits, ErrorBody, Header, HeaderRepr, Proc, Segment, WriteChunk,
+    WriteChunkRepr, RPCRDMA_VERSION,
 };
 
 /// The receiver's required action, without its data (for counters and
@@ -182,6 +182,11 @@ pub fn check_call<'a>(
             (*chunks, None)
         }
     };
+    // §4.5.2: a segment whose offset + length wraps the 64-bit address
+    // space cannot describe memory; the chunk lists are malformed.
+    if !segments_in_range(&chunks) {
+        return err_chunk(xid, vers, grant);
+    }
     let reassembly = match plan_call_reassembly(&chunks, inline_len) {
         Ok(r) => r,
         Err(_) => return err_chunk(xid, vers, grant),
@@ -205,6 +210,18 @@ pub fn check_call<'a>(
         }
     }
     CallVerdict::Deliver(Box::new(call))
+}
+
+/// True when every segment of every list ends inside the 64-bit address
+/// space (`offset + length` does not overflow).
+fn segments_in_range(chunks: &ChunkLists<'_>) -> bool {
+    let fits = |s: Segment| s.offset.checked_add(u64::from(s.length)).is_some();
+    chunks.read_list.segments().all(|r| fits(r.segment))
+        && chunks.write_list.chunks().all(|c| c.segments().all(fits))
+        && chunks
+            .reply_chunk
+            .as_ref()
+            .is_none_or(|c| c.segments().all(fits))
 }
 
 fn be32(b: &[u8], i: usize) -> Option<u32> {

@@ -418,3 +418,45 @@ fn rfc8166_s4_5_2_oversized_position_zero_chunk_gets_err_chunk() {
         Action::Deliver
     );
 }
+
+/// A GET call offering one Write chunk and a Reply chunk; `write_off` and
+/// `reply_off` are their single segments' offsets.
+fn get_call_offering(write_off: u64, reply_off: u64) -> Vec<u8> {
+    let mut payload = rpc_call(XID, PROGRAM, VERSION, procs::GET);
+    payload.extend_from_slice(&Words::new().ws(&[64, 7]).done());
+    Words::new()
+        .ws(&[XID, 1, 32, 0])
+        .w(0) // no Read list
+        .ws(&[1, 1]) // Write list: one chunk of one segment
+        .hloo(0xbb, 64, write_off)
+        .w(0) // end of Write list
+        .ws(&[1, 1]) // Reply chunk of one segment
+        .hloo(0xcc, 4096, reply_off)
+        .bytes(&payload)
+        .done()
+}
+
+#[test]
+fn rfc8166_s4_5_2_segment_wrapping_the_address_space_gets_err_chunk() {
+    // The same call with sane offsets is delivered...
+    let ok = get_call_offering(0x1000, 0x2000);
+    assert_eq!(
+        check_call(&ok, &limits(), &RdmatestBinding, GRANT).action(),
+        Action::Deliver
+    );
+    // ...but a Write or Reply segment whose offset + length overflows u64
+    // cannot describe memory (and used to overflow the reply plan).
+    expect_err_chunk(&get_call_offering(u64::MAX - 3, 0x2000), &RdmatestBinding);
+    expect_err_chunk(&get_call_offering(0x1000, u64::MAX - 100), &RdmatestBinding);
+    // A Read segment likewise.
+    let mut payload = rpc_call(XID, PROGRAM, VERSION, procs::PUT);
+    payload.extend_from_slice(&8u32.to_be_bytes());
+    let m = Words::new()
+        .ws(&[XID, 1, 32, 0])
+        .ws(&[1, 44])
+        .hloo(0xaa, 8, u64::MAX - 3)
+        .ws(&[0, 0, 0])
+        .bytes(&payload)
+        .done();
+    expect_err_chunk(&m, &RdmatestBinding);
+}

@@ -48,26 +48,23 @@ cargo clippy --workspace --all-targets -- -D warnings
 # --- 3. Tests --------------------------------------------------------------------
 # The wire oracle: dumpcap records all loopback traffic of the test run;
 # afterwards `wire-check` has tshark judge every iWARP connection in it.
-# A large kernel buffer (-B, MiB) because loopback bursts are fast; any
-# packet the capture dropped makes the judgement void, so drops fail.
+# The tests run in a network namespace of their own (when `unshare --net`
+# is permitted) so the capture holds this run's traffic and nothing else
+# of the machine. A large kernel buffer (-B, MiB) because loopback bursts
+# are fast; any packet the capture dropped makes the judgement void, so
+# drops fail.
 WIRE_DIR=target/wire
 WIRE_PCAP="$WIRE_DIR/testrun.pcapng"
-dumpcap_pid=""
-stop_capture() {
-  if [ -n "$dumpcap_pid" ]; then
-    kill -INT "$dumpcap_pid" 2>/dev/null || true
-    wait "$dumpcap_pid" 2>/dev/null || true
-    dumpcap_pid=""
-  fi
-}
-trap stop_capture EXIT
-if [ "$WIRE_CHECK" != "0" ]; then
-  step "building wire-check; starting dumpcap on lo"
-  cargo build --release -p wire-check
+export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-512}"
+
+captured_tests() {
+  local dumpcap_pid ready head_size rc
+  ip link set lo up 2>/dev/null || true
   mkdir -p "$WIRE_DIR"
   rm -f "$WIRE_PCAP"
-  dumpcap -i lo -q -s 0 -B "${WIRE_BUFFER_MB:-512}" -w "$WIRE_PCAP" 2>"$WIRE_DIR/dumpcap.log" &
+  dumpcap -i lo -q -s 0 -B "$WIRE_BUFFER_MB" -w "$WIRE_PCAP" 2>"$WIRE_DIR/dumpcap.log" &
   dumpcap_pid=$!
+  trap 'kill -INT "$dumpcap_pid" 2>/dev/null || true' EXIT
   # Ready once a probe datagram sent after the file header shows up in the
   # file (the header alone is written before capturing really starts).
   for _ in $(seq 1 100); do [ -s "$WIRE_PCAP" ] && break; sleep 0.1; done
@@ -80,17 +77,33 @@ if [ "$WIRE_CHECK" != "0" ]; then
     sleep 0.1
   done
   if [ "$ready" != 1 ]; then
-    echo "dumpcap did not start capturing on lo:" >&2; cat "$WIRE_DIR/dumpcap.log" >&2; exit 1
+    echo "dumpcap did not start capturing on lo:" >&2; cat "$WIRE_DIR/dumpcap.log" >&2; return 1
   fi
-fi
-
-step "cargo test --workspace"
-cargo test --workspace 2>&1 | tee target/test-output.txt
+  set +e
+  cargo test --workspace 2>&1 | tee target/test-output.txt
+  rc=${PIPESTATUS[0]}
+  set -e
+  sleep 0.5
+  kill -INT "$dumpcap_pid" 2>/dev/null || true
+  wait "$dumpcap_pid" 2>/dev/null || true
+  trap - EXIT
+  return "$rc"
+}
 
 if [ "$WIRE_CHECK" != "0" ]; then
+  step "building wire-check and the tests (before capturing)"
+  cargo build --release -p wire-check
+  cargo test --workspace --no-run
+  export -f captured_tests
+  if unshare --net true 2>/dev/null; then
+    step "cargo test --workspace (own network namespace, loopback captured by dumpcap)"
+    unshare --net bash -c 'set -euo pipefail; captured_tests'
+  else
+    step "cargo test --workspace (loopback captured by dumpcap; no private network namespace, so other traffic on lo is judged too)"
+    captured_tests
+  fi
+
   step "wire oracle: tshark judges the captured RDMA traffic"
-  sleep 0.5
-  stop_capture
   cat "$WIRE_DIR/dumpcap.log"
   # "Packets received/dropped on interface 'Loopback: lo': R/D (pcap:P/dumpcap:Q/flushed:F/ps_ifdrop:I)"
   drops=$(grep -Eo 'received/dropped on interface[^:]*: *[0-9]+/[0-9]+ \(pcap:[0-9]+/dumpcap:[0-9]+/flushed:[0-9]+/ps_ifdrop:[0-9]+\)' "$WIRE_DIR/dumpcap.log" \
@@ -106,6 +119,9 @@ if [ "$WIRE_CHECK" != "0" ]; then
   done
   ls -l "$WIRE_PCAP"
   "${CARGO_TARGET_DIR:-target}/release/wire-check" "$WIRE_PCAP"
+else
+  step "cargo test --workspace"
+  cargo test --workspace 2>&1 | tee target/test-output.txt
 fi
 
 # --- 4. Fuzz targets (bounded) ------------------------------------------------

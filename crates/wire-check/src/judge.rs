@@ -595,3 +595,274 @@ fn judge_payload(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{Ddp, Fpdu, ReadRequest, Rpc, Rpcordma};
+
+    const INI: u16 = 40000;
+    const RESP: u16 = 20049;
+
+    fn frame(n: u64, from_ini: bool, items: Vec<Item>) -> Frame {
+        let (s, d) = if from_ini { (INI, RESP) } else { (RESP, INI) };
+        Frame {
+            number: n,
+            src_port: s,
+            dst_port: d,
+            items,
+        }
+    }
+    fn handshake() -> Vec<Frame> {
+        let h = MpaHandshake {
+            crc: true,
+            revision: 2,
+            ..Default::default()
+        };
+        vec![
+            frame(1, true, vec![Item::MpaRequest(h.clone())]),
+            frame(2, false, vec![Item::MpaReply(h)]),
+        ]
+    }
+    fn send(msn: u32, len: u32, op: u8) -> Fpdu {
+        Fpdu {
+            ulpdu_len: Some(18 + len),
+            crc: CrcStatus::Good,
+            ddp: Some(Ddp {
+                last: true,
+                qn: Some(0),
+                msn: Some(msn),
+                mo: Some(0),
+                opcode: Some(op),
+                ..Default::default()
+            }),
+        }
+    }
+    fn meta(frames: &[Frame]) -> HashMap<u64, FrameMeta> {
+        frames
+            .iter()
+            .map(|f| {
+                (
+                    f.number,
+                    FrameMeta {
+                        number: f.number,
+                        stream: Some(0),
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect()
+    }
+    fn run(frames: &[Frame]) -> Verdict {
+        judge(frames, &meta(frames))
+    }
+
+    #[test]
+    fn inline_rpc_passes_and_xid_mismatch_fails() {
+        let mut fs = handshake();
+        let r = Rpcordma {
+            xid: 7,
+            msg_type: msg_type::MSG,
+            ..Default::default()
+        };
+        fs.push(frame(
+            3,
+            true,
+            vec![
+                Item::Fpdu(send(1, 60, opcode::SEND)),
+                Item::Rpcordma(r.clone()),
+                Item::Rpc(Rpc { xid: 7, call: true }),
+            ],
+        ));
+        assert!(run(&fs).passed(), "{:?}", run(&fs));
+        fs.push(frame(
+            4,
+            true,
+            vec![
+                Item::Fpdu(send(2, 60, opcode::SEND)),
+                Item::Rpcordma(Rpcordma { xid: 8, ..r }),
+                Item::Rpc(Rpc { xid: 9, call: true }),
+            ],
+        ));
+        let v = run(&fs);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 4 && f.what.contains("no RPC message")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn undecoded_send_on_rpc_connection_fails() {
+        let mut fs = handshake();
+        let r = Rpcordma {
+            xid: 7,
+            msg_type: msg_type::MSG,
+            ..Default::default()
+        };
+        fs.push(frame(
+            3,
+            true,
+            vec![
+                Item::Fpdu(send(1, 60, opcode::SEND)),
+                Item::Rpcordma(r),
+                Item::Rpc(Rpc { xid: 7, call: true }),
+            ],
+        ));
+        fs.push(frame(4, true, vec![Item::Fpdu(send(2, 60, opcode::SEND))]));
+        let v = run(&fs);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 4 && f.what.contains("not decoded as rpcordma")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn read_chunk_must_be_reassembled() {
+        let mut fs = handshake();
+        let r = Rpcordma {
+            xid: 5,
+            msg_type: msg_type::MSG,
+            reads: 1,
+            read_handles: vec![0xaa],
+            ..Default::default()
+        };
+        fs.push(frame(
+            3,
+            true,
+            vec![Item::Fpdu(send(1, 100, opcode::SEND)), Item::Rpcordma(r)],
+        ));
+        let mut rr = send(1, 28, opcode::READ_REQUEST);
+        rr.ddp.as_mut().unwrap().qn = Some(1);
+        rr.ddp.as_mut().unwrap().read_request = Some(ReadRequest {
+            sink_stag: 0x11,
+            size: 1000,
+            src_stag: 0xaa,
+        });
+        fs.push(frame(4, false, vec![Item::Fpdu(rr)]));
+        let resp = Fpdu {
+            ulpdu_len: Some(14 + 1000),
+            crc: CrcStatus::Good,
+            ddp: Some(Ddp {
+                tagged: true,
+                last: true,
+                stag: Some(0x11),
+                to: Some(0),
+                opcode: Some(opcode::READ_RESPONSE),
+                ..Default::default()
+            }),
+        };
+        // Without the reassembled RPC: the pending call fails.
+        let mut no = fs.clone();
+        no.push(frame(5, true, vec![Item::Fpdu(resp.clone())]));
+        let v = run(&no);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 3 && f.what.contains("never reassembled")),
+            "{v:?}"
+        );
+        // With it: passes and counts.
+        fs.push(frame(
+            5,
+            true,
+            vec![
+                Item::Fpdu(resp),
+                Item::Reassembled {
+                    fragments: 3,
+                    bytes: 1100,
+                },
+                Item::Rpc(Rpc { xid: 5, call: true }),
+            ],
+        ));
+        let v = run(&fs);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].reassembled, 1);
+    }
+
+    #[test]
+    fn terminate_excuses_only_the_fault_it_answers() {
+        let mut fs = handshake();
+        fs.push(frame(3, true, vec![Item::Fpdu(send(1, 8, opcode::SEND))]));
+        let mut bad = send(2, 8, opcode::SEND);
+        bad.crc = CrcStatus::Bad;
+        fs.push(frame(4, true, vec![Item::Fpdu(bad.clone())]));
+        let mut t = send(1, 28, opcode::TERMINATE);
+        t.ddp.as_mut().unwrap().qn = Some(2);
+        fs.push(frame(5, false, vec![Item::Fpdu(t)]));
+        let v = run(&fs);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].excused.len(), 1);
+        assert!(matches!(
+            v.connections[0].class,
+            Class::Terminated {
+                frame: 5,
+                by_port: RESP
+            }
+        ));
+        // A bad CRC in the direction of the Terminate's sender... but
+        // *before* that sender's own later traffic is not excused.
+        let mut fs2 = handshake();
+        fs2.push(frame(3, true, vec![Item::Fpdu(bad)]));
+        fs2.push(frame(4, false, vec![Item::Fpdu(send(1, 8, opcode::SEND))]));
+        let mut t = send(1, 28, opcode::TERMINATE);
+        t.ddp.as_mut().unwrap().qn = Some(2);
+        t.ddp.as_mut().unwrap().msn = Some(1);
+        fs2.push(frame(5, false, vec![Item::Fpdu(t)]));
+        let v = run(&fs2);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 3 && f.what.contains("Bad CRC32")),
+            "{v:?}"
+        );
+        // Without a Terminate the bad CRC fails.
+        let mut fs3 = handshake();
+        let mut b = send(1, 8, opcode::SEND);
+        b.crc = CrcStatus::Bad;
+        fs3.push(frame(3, true, vec![Item::Fpdu(b)]));
+        assert!(!run(&fs3).passed());
+    }
+
+    #[test]
+    fn rejected_mpa_is_not_healthy_and_fpdus_after_it_fail() {
+        let h = MpaHandshake {
+            crc: true,
+            revision: 2,
+            ..Default::default()
+        };
+        let rej = MpaHandshake {
+            reject: true,
+            ..h.clone()
+        };
+        let mut fs = vec![
+            frame(1, true, vec![Item::MpaRequest(h)]),
+            frame(2, false, vec![Item::MpaReply(rej)]),
+        ];
+        let v = run(&fs);
+        assert!(v.passed());
+        assert_eq!(v.connections[0].class, Class::MpaIncomplete);
+        fs.push(frame(3, true, vec![Item::Fpdu(send(1, 8, opcode::SEND))]));
+        assert!(!run(&fs).passed());
+    }
+
+    #[test]
+    fn tcp_expert_warnings_other_than_flow_control_fail() {
+        let fs = handshake();
+        let mut m = meta(&fs);
+        m.get_mut(&2)
+            .unwrap()
+            .expert
+            .push((severity::WARN, "TCP Zero Window segment".into()));
+        assert!(judge(&fs, &m).passed());
+        m.get_mut(&2).unwrap().expert.push((
+            severity::WARN,
+            "Previous segment(s) not captured (common at capture start)".into(),
+        ));
+        let v = judge(&fs, &m);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 2 && f.what.contains("not captured")),
+            "{v:?}"
+        );
+    }
+}

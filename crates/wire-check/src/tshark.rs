@@ -136,13 +136,17 @@ pub fn fields(file: &Path) -> Result<HashMap<u64, FrameMeta>, Error> {
 
 /// Runs both passes on `file` and judges it.
 pub fn check_file(file: &Path) -> Result<Verdict, Error> {
-    let meta = fields(file)?;
+    // The two passes are independent: run them side by side.
+    let owned = file.to_path_buf();
+    let meta = std::thread::spawn(move || fields(&owned));
     let mut frames = Vec::new();
-    verbose(file, |f| {
+    let verbose = verbose(file, |f| {
         // Keep only frames that carry something the judge looks at.
         if !f.items.is_empty() {
             frames.push(f)
         }
-    })?;
+    });
+    let meta = meta.join().expect("fields pass thread panicked")?;
+    verbose?;
     Ok(judge(&frames, &meta))
 }

@@ -35,9 +35,12 @@ pub struct Config {
     pub max_rd_atomic: u16,
     /// Override the MULPDU (default: from the connection's MSS).
     pub mulpdu: Option<usize>,
-    /// Place payload straight from the socket into registered memory (one
-    /// read per FPDU, no intermediate copy; the default). `false` reads the
-    /// stream in large chunks and copies payload from a staging buffer.
+    /// Adaptive placement (the default): the stream is read in large blocks
+    /// into a fixed staging buffer and payload found there is copied once
+    /// into registered memory; the part of a payload that has not arrived
+    /// yet is read straight from the socket into registered memory. `false`
+    /// never reads into registered memory directly (always staged + one
+    /// copy).
     pub direct_placement: bool,
     /// Write this device's own traffic (MPA exchange and FPDUs, both
     /// directions, with synthesized Ethernet/IP/TCP headers) to a pcap file.

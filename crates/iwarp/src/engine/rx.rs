@@ -1,10 +1,13 @@
 //! Receive half: the TCP byte stream → FPDUs → DDP placement → RDMAP
 //! completions (RFC 5044 §4, RFC 5041 §5–§7, RFC 5040 §5–§7).
 //!
-//! Headers and trailers go through a small staging buffer; payload of
-//! tagged segments and Sends is read **from the socket straight into the
-//! registered buffer** whenever no staged bytes are pending (and, while large
-//! segments stream, staging reads are sized to stop at the next payload).
+//! The stream is read in large blocks into a fixed-size staging buffer;
+//! payload found there is copied once into the registered buffer. Only the
+//! part of a payload that has not arrived yet is read **from the socket
+//! straight into the registered buffer** (a vectored read whose second
+//! slice is the staging buffer, which takes the trailer and whatever
+//! follows). So payload is copied by user space at most once, and there is
+//! never a read per small FPDU while data is already waiting.
 //! Each chunk is placed under the region's lock after re-checking the STag
 //! (validity, key, PD, rights, bounds), so an invalidation takes effect
 //! atomically with respect to placement. The CRC is computed over the bytes
@@ -26,13 +29,13 @@ use rdma_verbs::{Access, ConnError, Sge, WcOpcode, WcStatus, WorkCompletion};
 use std::io::{self, IoSliceMut};
 use std::sync::Arc;
 
-/// Staging buffer size (headers, trailers, small messages) with direct
-/// placement.
-const STAGE_CAP: usize = 32 * 1024;
+/// Staging buffer size with direct placement: headers, trailers, small
+/// messages, and whole FPDUs that arrived together with an earlier one.
+const STAGE_CAP: usize = 256 * 1024;
 /// Staging buffer size when direct placement is off (large reads).
 const STAGE_CAP_COPY: usize = 256 * 1024;
-/// A segment payload at least this long switches staging reads to
-/// "stop before the next payload" mode.
+/// A segment payload at least this long counts as "streaming" (see
+/// [`Rx::streaming`]).
 const BIG_PAYLOAD: usize = 4096;
 /// Bytes processed per [`Rx::recv`] call before returning to the driver.
 const RECV_BUDGET: usize = 8 * 1024 * 1024;
@@ -149,10 +152,10 @@ impl Rx {
     }
 
     /// A receive half choosing the placement strategy. With `direct`
-    /// (the default) payload is read from the stream straight into
-    /// registered memory: one read per FPDU, no intermediate copy. Without
-    /// it the stream is read in large chunks into a staging buffer and
-    /// payload is copied from there (one more copy, far fewer reads).
+    /// (the default) payload already in the staging buffer is copied from
+    /// there, and the rest of a payload that has not arrived yet is read
+    /// from the stream straight into registered memory. Without it every
+    /// payload byte goes through the staging buffer (one copy).
     pub fn with_placement(sh: Arc<QpShared>, crc_on: bool, direct: bool) -> Self {
         let cap = if direct { STAGE_CAP } else { STAGE_CAP_COPY };
         Rx {
@@ -279,17 +282,10 @@ impl Rx {
             self.end -= self.start;
             self.start = 0;
         }
-        let mut max = self.stage.len() - self.end;
-        if self.big_mode && self.direct {
-            // Stop before the next payload so it can be placed directly.
-            let want = match self.st {
-                St::Header => self.hdr_need.saturating_sub(self.hdr_have).max(1) + 16,
-                St::Trailer => self.trailer_need - self.trailer_have + 16,
-                St::Payload => self.remaining + 7,
-            };
-            max = max.min(want);
-        }
-        let n = read(&mut [IoSliceMut::new(&mut self.stage[self.end..self.end + max])])?;
+        // Read as much as the stream has (up to the stage's fixed size):
+        // payload that arrives here is copied once into registered memory,
+        // which costs far less than a read per FPDU.
+        let n = read(&mut [IoSliceMut::new(&mut self.stage[self.end..])])?;
         self.end += n;
         Ok(n)
     }
@@ -581,15 +577,16 @@ impl Rx {
         F: FnMut(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
     {
         // The stage is empty here. If this read can finish the segment's
-        // payload, let the same read also take the trailer and the start of
-        // the next header (never more: the next payload must again go
-        // straight to memory), so streaming costs one read per FPDU.
+        // payload, let the same read also fill the stage with whatever
+        // follows (trailer, next FPDUs): those are then processed from the
+        // stage with one copy each, and only a payload that is not yet
+        // buffered is read straight into memory. So a read never takes
+        // less than the rest of a payload, and never more than the stage's
+        // fixed size beyond it.
         self.start = 0;
         self.end = 0;
         let remaining = self.remaining;
-        let ulpdu_len = self.hdr_need - 2 + self.payload_len;
-        let tail_max = pad_len(ulpdu_len) + 4 + 16;
-        let (stage, _) = self.stage.split_at_mut(tail_max);
+        let stage = &mut self.stage[..];
         let crc = &mut self.crc;
         let crc_on = self.crc_on;
         let mut extra = 0usize;

@@ -870,6 +870,50 @@ fn large_messages_stream_through_direct_placement() {
     }
 }
 
+/// FPDUs that arrive together are processed from the staging buffer, not
+/// with a read each (and a large payload that is not buffered yet is still
+/// read straight into memory, in few reads).
+#[test]
+fn buffered_fpdus_need_no_read_each() {
+    let (mut a, mut b) = pair(true, 4096);
+    let n = 128 * 1024; // 33 FPDUs of at most 4 KiB
+    let (tr, tstag) = b.reg_zeroed(n, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let payload = data(n, 9);
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
+    a.post_send(SendWr::write(
+        1,
+        vec![Sge::new(sstag, 0, n as u32)],
+        RemoteAddr {
+            rkey: tstag,
+            offset: 0,
+        },
+    ));
+    let bytes = a.out();
+    let mut pos = 0;
+    let mut reads = 0;
+    let st =
+        b.rx.recv(|bufs| {
+            if pos == bytes.len() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            reads += 1;
+            let mut total = 0;
+            for buf in bufs.iter_mut() {
+                let k = buf.len().min(bytes.len() - pos);
+                buf[..k].copy_from_slice(&bytes[pos..pos + k]);
+                pos += k;
+                total += k;
+            }
+            Ok(total)
+        })
+        .unwrap();
+    assert_eq!(st, RxStatus::WouldBlock);
+    // ULPDU = 14-byte tagged header + up to 4082 bytes of payload.
+    assert_eq!(b.rx.fpdus() as usize, n.div_ceil(4096 - 14));
+    assert!(reads <= 2, "{reads} reads for 33 buffered FPDUs");
+    assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
+}
+
 mod hostile {
     use super::*;
     use proptest::prelude::*;

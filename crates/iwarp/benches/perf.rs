@@ -5,8 +5,8 @@
 //! per throughput run, default 256; `PERF_PINGS` = ping-pong round trips,
 //! default 10000; `PERF_ROUNDS` = interleaved rounds, best of each reported,
 //! default 3; `PERF_ONLY=1,3` = run only those measurements, numbered in
-//! the order printed; `PERF_MULPDU=65535` overrides the MULPDU, which is
-//! otherwise derived from the loopback MSS, 32741 → 32734; `PERF_COPY=1`
+//! the order printed; `PERF_MULPDU=32734` overrides the MULPDU, which is
+//! otherwise derived from the loopback EMSS, 65483 → 65474; `PERF_COPY=1`
 //! turns direct placement off: large staged reads plus one copy).
 //!
 //! * RDMA Write of 1 MiB messages (4 outstanding; the run ends with a 1-byte

@@ -862,9 +862,7 @@ fn spawn_driver(
     cfg: &Config,
     cap: Option<ConnCapture>,
 ) {
-    let sock = socket2::SockRef::from(&stream);
-    let mss = sock.mss().unwrap_or(1460) as usize;
-    let m = cfg.mulpdu.unwrap_or_else(|| mulpdu(mss, false));
+    let m = cfg.mulpdu.unwrap_or_else(|| mulpdu(emss(&stream), false));
     let stream = Arc::new(stream);
     let sh = qp.sh().clone();
     let rx = Rx::with_placement(sh.clone(), neg.crc, cfg.direct_placement);
@@ -886,6 +884,27 @@ fn spawn_driver(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend([r, w]);
+}
+
+/// Linux's MSS on loopback once a connection's window has opened (IPv4:
+/// `lo` MTU 65536 - 40 bytes of headers - 12 bytes of timestamps; measured
+/// with TCP_MAXSEG after some traffic).
+const LOOPBACK_EMSS_V4: usize = 65483;
+
+/// The EMSS the MULPDU is derived from (RFC 5044 §8). Right after the
+/// handshake Linux reports TCP_MAXSEG bounded by half the peer's initial
+/// window (32741 on loopback), well below what the path carries moments
+/// later; on loopback the MTU-derived EMSS is used instead, so FPDUs are
+/// as large as the 16-bit ULPDU_Length allows (Linux siw likewise sizes
+/// FPDUs from the socket's MSS times its GSO segments).
+fn emss(stream: &TcpStream) -> usize {
+    let mss = socket2::SockRef::from(stream).mss().unwrap_or(1460) as usize;
+    match stream.peer_addr() {
+        Ok(SocketAddr::V4(a)) if a.ip().is_loopback() => mss.max(LOOPBACK_EMSS_V4),
+        // IPv6 headers are 20 bytes longer.
+        Ok(SocketAddr::V6(a)) if a.ip().is_loopback() => mss.max(LOOPBACK_EMSS_V4 - 20),
+        _ => mss,
+    }
 }
 
 /// The transmit half of a connection, shared by the writer task and by

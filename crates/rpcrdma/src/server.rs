@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -361,11 +361,10 @@ impl<D: Device> SConn<D> {
         stats.max_outstanding.fetch_max(n as u64, Relaxed);
         let me = self.clone();
         let mut call = Box::pin(async move {
-            me.handle(msg).await;
-            me.in_process.fetch_sub(1, Relaxed);
-            let mut c = lock(&me.credits);
-            c.on_reply_sent();
-            c.set_posted(me.posted);
+            let slot = AtomicBool::new(false);
+            me.handle(msg, &slot).await;
+            // A call that ended without a reply returns its credit here.
+            me.release_credit(&slot);
         });
         // Most calls (no Read chunk, a synchronous procedure) finish in one
         // poll: run that poll here and only spawn a task for calls that
@@ -377,7 +376,21 @@ impl<D: Device> SConn<D> {
         }
     }
 
-    async fn handle(self: &Arc<Self>, msg: Bytes) {
+    /// Returns a call's credit, once: just before its reply is posted (so
+    /// that a Requester reusing the credit the moment the reply arrives is
+    /// never counted as an overrun, RFC 8166 §3.3.1), or when the call ends
+    /// without a reply.
+    fn release_credit(&self, slot: &AtomicBool) {
+        if slot.swap(true, Relaxed) {
+            return;
+        }
+        self.in_process.fetch_sub(1, Relaxed);
+        let mut c = lock(&self.credits);
+        c.on_reply_sent();
+        c.set_posted(self.posted);
+    }
+
+    async fn handle(self: &Arc<Self>, msg: Bytes, slot: &AtomicBool) {
         let grant = self.grant();
         let cfg = &self.srv.config;
         let verdict = check_call(&msg, &cfg.decode_limits(), &self.srv.bindings, grant);
@@ -385,18 +398,18 @@ impl<D: Device> SConn<D> {
         counters.add_action(verdict.action());
         match verdict {
             CallVerdict::Deliver(call) => {
-                if let Err(e) = self.process(&msg, *call, grant).await {
+                if let Err(e) = self.process(&msg, *call, grant, slot).await {
                     tracing::debug!(peer = %self.peer, error = %e, "call abandoned");
                 }
             }
-            v => self.answer_verdict(v, grant),
+            v => self.answer_verdict(v, grant, slot),
         }
     }
 
     /// Answers a non-deliver verdict.
-    fn answer_verdict(&self, v: CallVerdict<'_>, grant: u32) {
+    fn answer_verdict(&self, v: CallVerdict<'_>, grant: u32, slot: &AtomicBool) {
         match v {
-            CallVerdict::ReplyError(h) => self.send_plain(&h, &[]),
+            CallVerdict::ReplyError(h) => self.send_plain(&h, &[], slot),
             CallVerdict::GarbageArgs { xid } => {
                 let rpc = oncrpc::reply_message(
                     &ReplyHeader::accepted(xid, AcceptStat::GarbageArgs),
@@ -409,7 +422,7 @@ impl<D: Device> SConn<D> {
                     credit: grant,
                     body: BodyRepr::Msg(ChunkListsRepr::default()),
                 };
-                self.send_plain(&h, &rpc);
+                self.send_plain(&h, &rpc, slot);
             }
             CallVerdict::Discard(reason) => {
                 tracing::debug!(peer = %self.peer, ?reason, "call discarded");
@@ -419,7 +432,7 @@ impl<D: Device> SConn<D> {
     }
 
     /// Sends a header plus inline bytes (error replies).
-    fn send_plain(&self, h: &HeaderRepr, body: &[u8]) {
+    fn send_plain(&self, h: &HeaderRepr, body: &[u8], slot: &AtomicBool) {
         let hl = h.buffer_len();
         let mut b = BytesMut::zeroed(hl);
         if h.emit(&mut b).is_err() {
@@ -430,6 +443,7 @@ impl<D: Device> SConn<D> {
         match self.ep.register_source(b.freeze()) {
             Ok(mr) => {
                 let sge = Sge::new(mr.lkey(), 0, len);
+                self.release_credit(slot);
                 let _ = self.ep.post(SendWr::send(0, vec![sge]), vec![mr], None);
             }
             Err(e) => tracing::warn!(error = %e, "cannot register a reply"),
@@ -538,6 +552,7 @@ impl<D: Device> SConn<D> {
         msg: &Bytes,
         mut call: ReceivedCall<'_>,
         grant: u32,
+        slot: &AtomicBool,
     ) -> Result<(), TransportError> {
         let srv = &self.srv;
         let stats = &srv.stats;
@@ -573,7 +588,7 @@ impl<D: Device> SConn<D> {
             .sum();
         if need > self.read_budget_units {
             stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_plain(&err_chunk, &[]);
+            self.send_plain(&err_chunk, &[], slot);
             return Ok(());
         }
         let _budget = if need > 0 {
@@ -592,7 +607,7 @@ impl<D: Device> SConn<D> {
             Some(pz) => {
                 if pz.len > max {
                     stats.counters.add_action(Action::ReplyErrChunk);
-                    self.send_plain(&err_chunk, &[]);
+                    self.send_plain(&err_chunk, &[], slot);
                     return Ok(());
                 }
                 let p = self.start_read(&list, &pz).await?;
@@ -600,7 +615,7 @@ impl<D: Device> SConn<D> {
                 read_bytes += b.len() as u64;
                 if let Err(v) = call.check_payload(&b, &srv.bindings, grant) {
                     stats.counters.add_action(v.action());
-                    self.answer_verdict(v, grant);
+                    self.answer_verdict(v, grant, slot);
                     return Ok(());
                 }
                 b
@@ -610,7 +625,7 @@ impl<D: Device> SConn<D> {
         // Data chunks (sizes already checked against the binding).
         if call.reassembly.chunks.iter().any(|c| c.len > max) {
             stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_plain(&err_chunk, &[]);
+            self.send_plain(&err_chunk, &[], slot);
             return Ok(());
         }
         let mut pending = Vec::with_capacity(call.reassembly.chunks.len());
@@ -667,7 +682,7 @@ impl<D: Device> SConn<D> {
             Err(e) => {
                 tracing::debug!(xid, error = %e, "reply cannot be conveyed: ERR_CHUNK");
                 stats.counters.add_action(Action::ReplyErrChunk);
-                self.send_plain(&e.error_header(xid, grant), &[]);
+                self.send_plain(&e.error_header(xid, grant), &[], slot);
                 return Ok(());
             }
         };
@@ -748,6 +763,7 @@ impl<D: Device> SConn<D> {
         let mut mrs: Vec<D::Mr> = sources.into_values().collect();
         mrs.extend(extra);
         mrs.push(smr);
+        self.release_credit(slot);
         self.ep.post(wr, mrs, None)?;
         stats.counters.add_reply(plan.kind);
         stats.counters.add_chunk_bytes(read_bytes + written);

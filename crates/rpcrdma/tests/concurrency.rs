@@ -71,3 +71,54 @@ async fn thousand_calls_eight_connections_memfabric() {
     let f2 = f.clone();
     thousand_calls(f, move || f2.clone()).await;
 }
+
+/// A Requester that runs at its full grant reuses a credit the moment a
+/// reply arrives (RFC 8166 §3.3.1). The responder must have returned that
+/// credit before the reply reached the wire, or it would count a legal call
+/// as an overrun and close a healthy connection (review finding F2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_window_reuse_is_never_an_overrun() {
+    const GRANT: u32 = 2;
+    let scfg = RdmaConfig {
+        credits: GRANT,
+        ..Default::default()
+    };
+    let srv = common::server(iwarp::Device::default(), scfg).await;
+    let c = common::client(
+        iwarp::Device::default(),
+        srv.local_addr(),
+        RdmaConfig::default(),
+    )
+    .await;
+    let t = Arc::new(common::typed(&c));
+    let mut tasks = Vec::new();
+    // PUTs carry a Read chunk, so each call runs on its own task: the path
+    // where the reply was posted before the credit came back.
+    for w in 0..16u32 {
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..150u32 {
+                let data = rdmatest::pattern::pattern(w * 1000 + i, 8192);
+                t.put(data)
+                    .await
+                    .unwrap_or_else(|e| panic!("put {w}/{i}: {e}"));
+            }
+        }));
+    }
+    for h in tasks {
+        h.await.unwrap();
+    }
+    let st = srv.stats();
+    assert_eq!(
+        st.credit_overruns.load(Relaxed),
+        0,
+        "spurious credit overruns"
+    );
+    assert_eq!(
+        c.stats().reconnects.load(Relaxed),
+        0,
+        "connection was torn down"
+    );
+    assert!(st.max_outstanding.load(Relaxed) <= GRANT as u64);
+    srv.shutdown().await;
+}

@@ -55,14 +55,15 @@ cargo clippy --workspace --all-targets -- -D warnings
 # drops fail.
 WIRE_DIR=target/wire
 WIRE_PCAP="$WIRE_DIR/testrun.pcapng"
-export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-512}"
+export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-2048}"
 
 captured_tests() {
   local dumpcap_pid ready head_size rc
   ip link set lo up 2>/dev/null || true
   mkdir -p "$WIRE_DIR"
   rm -f "$WIRE_PCAP"
-  dumpcap -i lo -q -s 0 -B "$WIRE_BUFFER_MB" -w "$WIRE_PCAP" 2>"$WIRE_DIR/dumpcap.log" &
+  # Raised priority where permitted: a starved dumpcap drops packets.
+  nice -n -10 dumpcap -i lo -q -s 0 -B "$WIRE_BUFFER_MB" -w "$WIRE_PCAP" 2>"$WIRE_DIR/dumpcap.log" &
   dumpcap_pid=$!
   trap 'kill -INT "$dumpcap_pid" 2>/dev/null || true' EXIT
   # Ready once a probe datagram sent after the file header shows up in the

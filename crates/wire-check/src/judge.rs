@@ -276,7 +276,9 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
                 Item::Fpdu(p) => {
                     c.fpdus += 1;
                     match (c.crc, p.crc) {
-                        (true, CrcStatus::Good) | (false, CrcStatus::Absent) => {}
+                        // Without CRC the field is still there (RFC 5044 §4.1), unchecked.
+                        (true, CrcStatus::Good)
+                        | (false, CrcStatus::Absent | CrcStatus::Unverified) => {}
                         (true, CrcStatus::Bad) => fail(&mut c, f.number, "Bad CRC32".into()),
                         (crc, s) => fail(
                             &mut c,

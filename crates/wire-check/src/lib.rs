@@ -24,6 +24,17 @@
 //! item sits (NFS does; an RPC program unknown to Wireshark cannot), so for
 //! them the oracle checks that the reduced RPC message decodes with the same
 //! XID and that the RDMA Writes are well formed — and says so in the report.
+//! tshark 4.0 also keeps that reassembly state per *frame*: when a reply
+//! with a Write list shares a TCP segment with the chunk's last RDMA Write,
+//! it hands the chunk data to the RPC dissector instead of the reply
+//! ("Continuation data"); such replies are counted, not failed.
+//!
+//! Negative tests (bad CRCs, invalid STags, Sends without receives…) end
+//! their connection with an RDMAP Terminate. Such a connection is judged
+//! fully up to the Terminate; only failures in the frames its sender
+//! received after its own last FPDU (the fault it answered) are excused,
+//! and listed. A fault without a Terminate, or one the terminating peer
+//! kept talking past, fails.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -12,6 +12,25 @@ fn main() -> anyhow::Result<()> {
     let t0 = Instant::now();
     let v = wire_check::check_file(file.as_ref()).with_context(|| format!("judging {file}"))?;
     print!("{}", wire_check::report::summary(&v));
+    // Every failure, for digging: next to the capture.
+    let list = format!("{file}.failures.txt");
+    let mut all = String::new();
+    for (c, f) in v.failures() {
+        all.push_str(&format!(
+            "stream {} frame {}: {}\n",
+            c.stream, f.frame, f.what
+        ));
+    }
+    for c in &v.connections {
+        for f in &c.excused {
+            all.push_str(&format!(
+                "stream {} frame {}: EXCUSED (Terminate follows): {}\n",
+                c.stream, f.frame, f.what
+            ));
+        }
+    }
+    std::fs::write(&list, all).with_context(|| format!("writing {list}"))?;
+    println!("all failures and excused faults: {list}");
     println!(
         "(tshark passes and judgement took {:.1} s)",
         t0.elapsed().as_secs_f64()

@@ -421,12 +421,14 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
                     "Message offset" => d.mo = Some(n()?),
                     "(Data Sink) Steering Tag" => d.stag = Some(n()? as u32),
                     "(Data Sink) Tagged offset" => d.to = Some(n()?),
-                    "OpCode" => {
+                    // The RDMAP control field's opcode comes first; later
+                    // "OpCode" lines (atomic extensions) do not replace it.
+                    "OpCode" if d.opcode.is_none() => {
                         let op = v
-                            .rfind("(0x")
-                            .and_then(|i| num(&v[i + 1..v.len().saturating_sub(1)]))
+                            .rfind('(')
+                            .and_then(|i| num(&v[i + 1..]))
                             .ok_or_else(|| bad("RDMAP opcode"))?;
-                        d.opcode = Some(op as u8);
+                        d.opcode = Some(op.min(255) as u8);
                     }
                     "Data Sink STag" => {
                         d.read_request

@@ -90,7 +90,18 @@ pub fn summary(v: &Verdict) -> String {
     if failures.is_empty() {
         let _ = writeln!(s, "PASS");
     } else {
-        let _ = writeln!(s, "FAIL: {} failed checks", failures.len());
+        let _ = writeln!(s, "FAIL: {} failed checks; by kind:", failures.len());
+        let mut kinds: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+        for (c, f) in &failures {
+            let e = kinds.entry(kind(&f.what)).or_insert((0, c.stream, f.frame));
+            e.0 += 1;
+        }
+        let mut kinds: Vec<_> = kinds.into_iter().collect();
+        kinds.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+        for (k, (n, stream, frame)) in kinds {
+            let _ = writeln!(s, "  {n:>7} × {k}   (first: stream {stream} frame {frame})");
+        }
+        let _ = writeln!(s, "first failures:");
         for (c, f) in failures.iter().take(200) {
             let _ = writeln!(s, "  stream {} frame {}: {}", c.stream, f.frame, f.what);
         }
@@ -99,4 +110,38 @@ pub fn summary(v: &Verdict) -> String {
         }
     }
     s
+}
+
+/// A failure message with its numbers blanked, to group failures by kind.
+pub fn kind(what: &str) -> String {
+    let mut out = String::with_capacity(what.len());
+    let mut chars = what.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '0' && chars.peek() == Some(&'x') {
+            chars.next();
+            while chars.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
+                chars.next();
+            }
+            out.push('#');
+        } else if c.is_ascii_digit() {
+            while chars.peek().is_some_and(|c| c.is_ascii_digit()) {
+                chars.next();
+            }
+            out.push('#');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn kinds_blank_numbers() {
+        assert_eq!(
+            super::kind("QN 0 from port 54068: MSN/MO 1248/0, XID 0x1f2e"),
+            "QN # from port #: MSN/MO #/#, XID #"
+        );
+    }
 }

@@ -97,7 +97,7 @@ pub fn summary(v: &Verdict) -> String {
             e.0 += 1;
         }
         let mut kinds: Vec<_> = kinds.into_iter().collect();
-        kinds.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+        kinds.sort_by_key(|k| std::cmp::Reverse(k.1 .0));
         for (k, (n, stream, frame)) in kinds {
             let _ = writeln!(s, "  {n:>7} × {k}   (first: stream {stream} frame {frame})");
         }

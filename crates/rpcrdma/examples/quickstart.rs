@@ -40,10 +40,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // PUT: the 1 MiB argument travels as a Read chunk the server pulls.
     let data = Bytes::from(vec![0x5a; 1 << 20]);
     let put = client.put(data).await?;
-    println!("PUT  {} bytes, server CRC-32C {:#010x}", put.length, put.crc32c);
+    println!(
+        "PUT  {} bytes, server CRC-32C {:#010x}",
+        put.length, put.crc32c
+    );
 
     // GET: the server RDMA-Writes the result straight into our buffer.
-    let got = client.get_into(1 << 20, 7, BytesMut::with_capacity(1 << 20)).await?;
+    let got = client
+        .get_into(1 << 20, 7, BytesMut::with_capacity(1 << 20))
+        .await?;
     println!("GET  {} bytes placed directly, pattern verified", got.len());
 
     println!("client: {}", channel.stats().counters);

@@ -130,6 +130,20 @@ struct Shared<D: Device> {
     stats: ClientStats,
 }
 
+/// Abandons a call whose caller went away before its result came.
+struct ForgetOnDrop<'a, D: Device> {
+    shared: &'a Arc<Shared<D>>,
+    xid: Option<u32>,
+}
+
+impl<D: Device> Drop for ForgetOnDrop<'_, D> {
+    fn drop(&mut self) {
+        if let Some(x) = self.xid.take() {
+            self.shared.abandon(x);
+        }
+    }
+}
+
 struct CloseGuard<D: Device>(Arc<Shared<D>>);
 
 impl<D: Device> Drop for CloseGuard<D> {
@@ -248,12 +262,25 @@ impl<D: Device> RdmaClient<D> {
             }
             xid
         };
+        // A caller that drops this future (select!, task abort) gives the
+        // call up like a timeout does (review F10).
+        let mut forget = ForgetOnDrop {
+            shared: sh,
+            xid: Some(xid),
+        };
         sh.pump();
         tokio::pin!(rx);
         match tokio::time::timeout(timeout, &mut rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(TransportError::ConnectionLost.into_rpc()),
+            Ok(Ok(r)) => {
+                forget.xid = None;
+                r
+            }
+            Ok(Err(_)) => {
+                forget.xid = None;
+                Err(TransportError::ConnectionLost.into_rpc())
+            }
             Err(_) => {
+                forget.xid = None;
                 sh.abandon(xid);
                 match rx.try_recv() {
                     Ok(r) => r,
@@ -293,13 +320,11 @@ impl<D: Device> RdmaClient<D> {
         lock(&self.shared.state).conn.is_some()
     }
 
-    /// Calls not yet completed (queued or on the wire).
+    /// Calls not yet completed: queued, on the wire, or sent and abandoned
+    /// by their caller (timed out) but still holding a credit until their
+    /// reply comes or the connection is replaced.
     pub fn outstanding(&self) -> usize {
-        lock(&self.shared.state)
-            .calls
-            .values()
-            .filter(|s| s.tx.is_some())
-            .count()
+        lock(&self.shared.state).calls.len()
     }
 
     /// The responder's address.
@@ -558,11 +583,15 @@ impl<D: Device> Shared<D> {
         let Some(slot) = st.calls.get_mut(&xid) else {
             return;
         };
-        match &mut slot.sent {
-            None if slot.in_transit => slot.tx = None,
+        let gen = match &mut slot.sent {
+            None if slot.in_transit => {
+                slot.tx = None;
+                return;
+            }
             None => {
                 st.calls.remove(&xid);
                 st.queue.retain(|&x| x != xid);
+                return;
             }
             Some(sent) => {
                 slot.tx = None;
@@ -571,7 +600,31 @@ impl<D: Device> Shared<D> {
                 for r in sent.regions.drain(..) {
                     drop(r.mr.deregister());
                 }
+                sent.gen
             }
+        };
+        // The abandoned call keeps its credit until its reply comes. When
+        // abandoned calls hold every credit the connection can carry (a
+        // single one on a fresh connection, RFC 8166 §3.3.1) no reply can
+        // ever free one: treat it as a major timeout and break the
+        // connection, so that `conn_lost` drops them and the live calls are
+        // retransmitted on a new connection.
+        let Some(conn) = st.conn.clone().filter(|c| c.gen == gen) else {
+            return;
+        };
+        let stuck = st
+            .calls
+            .values()
+            .filter(|s| s.tx.is_none() && s.sent.as_ref().is_some_and(|s| s.gen == gen))
+            .count();
+        if stuck as u64 >= u64::from(st.credits.limit()) {
+            drop(st);
+            tracing::info!(
+                addr = %self.addr,
+                stuck,
+                "abandoned calls hold every credit: reconnecting"
+            );
+            conn.ep.qp.disconnect();
         }
     }
 

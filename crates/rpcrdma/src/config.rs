@@ -80,6 +80,13 @@ pub struct RdmaConfig {
     /// Responder: how long [`RdmaServer::shutdown`](crate::RdmaServer::shutdown)
     /// waits for in-flight calls before closing (default 5 s).
     pub shutdown_grace: Duration,
+    /// Responder: RDMA connections open at once; connection requests beyond
+    /// it are rejected (default 1024, like `oncrpc-tcp`).
+    pub max_connections: usize,
+    /// Responder: longest wait for the RDMA Reads of one call; on expiry
+    /// the connection is closed (a peer that never answers a Read must not
+    /// hold its read sinks forever; default 60 s).
+    pub read_timeout: Duration,
 }
 
 impl Default for RdmaConfig {
@@ -101,6 +108,8 @@ impl Default for RdmaConfig {
             connect_timeout: Duration::from_secs(5),
             max_read_bytes_per_connection: 256 << 20,
             shutdown_grace: Duration::from_secs(5),
+            max_connections: 1024,
+            read_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -48,6 +48,7 @@ pub(crate) struct Endpoint<D: Device> {
     /// signaled Send.
     deferred: Mutex<(Vec<D::Mr>, u32)>,
     dead: AtomicBool,
+    sq_depth: u32,
 }
 
 /// Release-only Sends are signaled once in this many (selective
@@ -68,7 +69,8 @@ impl<D: Device> Endpoint<D> {
         let cq = dev.create_cq(depth)?;
         let mut init = QpInit::with_cq(cq.clone());
         init.max_recv_wr = recvs + RECV_MARGIN;
-        init.max_send_wr = (depth as u32).max(1024);
+        let sq_depth = (depth as u32).max(1024);
+        init.max_send_wr = sq_depth;
         init.max_send_sge = (config.max_segments + 4).max(16);
         let qp = dev.create_qp(&pd, init)?;
         let ep = Endpoint {
@@ -81,6 +83,7 @@ impl<D: Device> Endpoint<D> {
             recvs: Mutex::new(HashMap::new()),
             deferred: Mutex::new((Vec::new(), 0)),
             dead: AtomicBool::new(false),
+            sq_depth,
         };
         for _ in 0..recvs {
             ep.post_recv()?;
@@ -151,24 +154,63 @@ impl<D: Device> Endpoint<D> {
         if small && d.1 + 1 < SIGNAL_EVERY && !self.is_dead() {
             wr.wr_id = 0;
             wr.signaled = false;
-            self.qp.post_send(wr)?;
+            let r = self.qp.post_send(wr);
+            // Kept even when the post failed: earlier work requests of the
+            // same message (RDMA Writes) may still gather from them.
             d.0.extend(mrs);
-            d.1 += 1;
-            return Ok(());
+            if r.is_ok() {
+                d.1 += 1;
+            }
+            return r;
         }
         mrs.append(&mut d.0);
         d.1 = 0;
-        let r = self.post_tracked(wr, mrs, None);
-        drop(d);
-        r
+        match self.post_tracked_inner(wr, mrs, None) {
+            Ok(()) => Ok(()),
+            Err((e, mrs)) => {
+                // The deferred registrations belong to unsignaled work
+                // requests already posted: never drop them here.
+                d.0 = mrs;
+                Err(e)
+            }
+        }
+    }
+
+    /// Keeps registrations alive until a work request posted after this
+    /// call completes (the send queue completes in order) or the connection
+    /// ends. For sources of RDMA Writes already posted when the rest of
+    /// their message could not be (review F5).
+    pub fn hold(&self, mrs: impl IntoIterator<Item = D::Mr>) {
+        lock(&self.deferred).0.extend(mrs);
+    }
+
+    /// Send-queue depth (`max_send_wr`) of this endpoint's QP.
+    pub fn sq_depth(&self) -> u32 {
+        self.sq_depth
     }
 
     fn post_tracked(
         &self,
-        mut wr: SendWr,
+        wr: SendWr,
         mrs: Vec<D::Mr>,
         then: Option<Continuation>,
     ) -> Result<(), VerbsError> {
+        self.post_tracked_inner(wr, mrs, then).map_err(|(e, mrs)| {
+            // Kept until a later completion: earlier work requests of the
+            // same message may refer to them.
+            self.hold(mrs);
+            e
+        })
+    }
+
+    /// Posts; on failure gives the registrations back.
+    #[allow(clippy::type_complexity)]
+    fn post_tracked_inner(
+        &self,
+        mut wr: SendWr,
+        mrs: Vec<D::Mr>,
+        then: Option<Continuation>,
+    ) -> Result<(), (VerbsError, Vec<D::Mr>)> {
         let track = then.is_some() || !mrs.is_empty();
         if track {
             wr.signaled = true;
@@ -182,14 +224,17 @@ impl<D: Device> Endpoint<D> {
         }
         let id = wr.wr_id;
         if let Err(e) = self.qp.post_send(wr) {
-            if track {
-                if let Some(op) = lock(&self.ops).remove(&id) {
-                    drop(op.mrs);
-                    // The caller learns of the failure from the error; the
-                    // continuation is dropped unrun.
-                }
-            }
-            return Err(e);
+            // The caller learns of the failure from the error; the
+            // continuation is dropped unrun.
+            let mrs = if track {
+                lock(&self.ops)
+                    .remove(&id)
+                    .map(|op| op.mrs)
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            return Err((e, mrs));
         }
         Ok(())
     }

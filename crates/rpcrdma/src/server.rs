@@ -28,7 +28,7 @@ use bytes::{Bytes, BytesMut};
 use oncrpc::{AcceptStat, DispatchOutcome, Dispatcher, Payload, Piece, ReplyHeader};
 use rdma_verbs::{
     Access, ConnParam, ConnectRequest, Device, Listener, MemoryRegion, MrBuffer, ProtectionDomain,
-    QueuePair, RemoteAddr, SendOp, SendWr, Sge, VerbsError,
+    QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, VerbsError,
 };
 use rpcrdma_proto::counters::Counters;
 use rpcrdma_proto::credits::ResponderCredits;
@@ -39,7 +39,7 @@ use rpcrdma_proto::reply::plan_reply;
 use rpcrdma_proto::stream::{Item, Span};
 use rpcrdma_proto::validate::{check_call, Action, CallVerdict, ReceivedCall};
 use rpcrdma_proto::wire::{
-    BodyRepr, ChunkListsRepr, HeaderRepr, ReadList, Segment, RPCRDMA_VERSION,
+    BodyRepr, ChunkListsRepr, ErrorBody, HeaderRepr, ReadList, Segment, RPCRDMA_VERSION,
 };
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
@@ -67,6 +67,12 @@ pub struct ServerStats {
     pub connections_closed: AtomicU64,
     /// Connection requests that failed during accept.
     pub accept_errors: AtomicU64,
+    /// Connection requests rejected because
+    /// [`RdmaConfig::max_connections`] were open.
+    pub connections_rejected: AtomicU64,
+    /// Connections closed because a call's RDMA Reads did not complete
+    /// within [`RdmaConfig::read_timeout`].
+    pub read_timeouts: AtomicU64,
     /// Replies sent with Send with Invalidate.
     pub send_with_invalidate: AtomicU64,
     /// Calls handed to the dispatcher.
@@ -87,6 +93,8 @@ struct SrvShared<D: Device> {
     conns: Mutex<HashMap<u64, Arc<SConn<D>>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     next_conn: AtomicU64,
+    /// One permit per open connection (or connection being set up).
+    conn_slots: Arc<Semaphore>,
 }
 
 /// Read sinks kept for reuse per connection.
@@ -101,6 +109,8 @@ struct SConn<D: Device> {
     ep: Endpoint<D>,
     neg: Negotiated,
     ord: Arc<Semaphore>,
+    /// Negotiated ORD was 0: no RDMA Read may be posted at all.
+    no_reads: bool,
     /// Read-sink bytes this connection may hold, in [`BUDGET_UNIT`]s.
     read_budget: Arc<Semaphore>,
     read_budget_units: u64,
@@ -151,6 +161,7 @@ impl<D: Device> RdmaServer<D> {
     ) -> Result<Self, TransportError> {
         let listener = dev.listen(addr).await?;
         let local_addr = listener.local_addr();
+        let config_max_connections = config.max_connections.clamp(1, Semaphore::MAX_PERMITS);
         let shared = Arc::new(SrvShared {
             dev,
             config,
@@ -161,6 +172,7 @@ impl<D: Device> RdmaServer<D> {
             conns: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(1),
+            conn_slots: Arc::new(Semaphore::new(config_max_connections)),
         });
         let sh = shared.clone();
         let accept = tokio::spawn(async move { sh.accept_loop(listener).await });
@@ -232,8 +244,21 @@ impl<D: Device> SrvShared<D> {
                 _ = &mut stop => break,
                 r = listener.next_request() => match r {
                     Ok(req) => {
+                        let Ok(permit) = self.conn_slots.clone().try_acquire_owned() else {
+                            // Every connection slot is taken: reject, do not
+                            // let connections grow without bound (review F3).
+                            self.stats.connections_rejected.fetch_add(1, Relaxed);
+                            tracing::warn!(peer = %req.peer_addr(), "max_connections reached; rejecting");
+                            tokio::spawn(async move {
+                                let _ = req.reject(&[]).await;
+                            });
+                            continue;
+                        };
                         let sh = self.clone();
-                        let h = tokio::spawn(async move { sh.serve(req).await });
+                        let h = tokio::spawn(async move {
+                            sh.serve(req).await;
+                            drop(permit);
+                        });
                         let mut t = lock(&self.tasks);
                         t.retain(|h| !h.is_finished());
                         t.push(h);
@@ -308,6 +333,7 @@ impl<D: Device> SrvShared<D> {
             ep,
             neg,
             ord: Arc::new(Semaphore::new(info.initiator_depth.max(1) as usize)),
+            no_reads: info.initiator_depth == 0,
             read_budget: Arc::new(Semaphore::new(units as usize)),
             read_budget_units: units,
             sinks: Mutex::new(Vec::new()),
@@ -398,12 +424,32 @@ impl<D: Device> SConn<D> {
         counters.add_action(verdict.action());
         match verdict {
             CallVerdict::Deliver(call) => {
+                let xid = call.header.xid;
                 if let Err(e) = self.process(&msg, *call, grant, slot).await {
-                    tracing::debug!(peer = %self.peer, error = %e, "call abandoned");
+                    self.on_failed_call(xid, grant, slot, &e);
                 }
             }
             v => self.answer_verdict(v, grant, slot),
         }
+    }
+
+    /// `process` failed after the call was accepted (review F9). When no
+    /// reply went out and the connection is still usable, answer
+    /// RDMA_ERROR/ERR_CHUNK (RFC 8166 §4.5: the Responder could not convey
+    /// the reply), which returns the Requester's credit. When the reply's
+    /// own post failed, the connection cannot carry replies: close it, so
+    /// that the Requester's connection loss frees its credits.
+    fn on_failed_call(&self, xid: u32, grant: u32, slot: &AtomicBool, e: &TransportError) {
+        let usable = !self.ep.is_dead() && self.ep.qp.state() == QpState::Connected;
+        if slot.load(Relaxed) || !usable {
+            tracing::debug!(peer = %self.peer, xid, error = %e, "call failed; closing");
+            self.ep.qp.disconnect();
+            return;
+        }
+        tracing::debug!(peer = %self.peer, xid, error = %e, "call failed: ERR_CHUNK");
+        self.srv.stats.counters.add_action(Action::ReplyErrChunk);
+        let h = HeaderRepr::error(xid, RPCRDMA_VERSION, grant, ErrorBody::Chunk);
+        self.send_plain(&h, &[], slot);
     }
 
     /// Answers a non-deliver verdict.
@@ -444,9 +490,17 @@ impl<D: Device> SConn<D> {
             Ok(mr) => {
                 let sge = Sge::new(mr.lkey(), 0, len);
                 self.release_credit(slot);
-                let _ = self.ep.post(SendWr::send(0, vec![sge]), vec![mr], None);
+                if let Err(e) = self.ep.post(SendWr::send(0, vec![sge]), vec![mr], None) {
+                    // No reply can go out: close rather than leave the
+                    // Requester's credit held forever.
+                    tracing::debug!(peer = %self.peer, error = %e, "cannot post a reply; closing");
+                    self.ep.qp.disconnect();
+                }
             }
-            Err(e) => tracing::warn!(error = %e, "cannot register a reply"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot register a reply; closing");
+                self.ep.qp.disconnect();
+            }
         }
     }
 
@@ -521,22 +575,42 @@ impl<D: Device> SConn<D> {
         BytesMut::zeroed(len)
     }
 
-    /// Takes sinks back once nothing else refers to them.
+    /// Takes sinks back once nothing else refers to them. The pool holds
+    /// at most a quarter of the connection's read budget in bytes (review
+    /// F3: pooled sinks are memory the budget no longer counts).
     fn recycle(&self, bufs: Vec<Bytes>) {
+        let cap = self.srv.config.max_read_bytes_per_connection / 4;
         let mut pool = lock(&self.sinks);
+        let mut held: usize = pool.iter().map(|b| b.capacity()).sum();
         for b in bufs {
             if pool.len() >= SINK_POOL || b.len() < SINK_MIN {
                 continue;
             }
             if let Ok(m) = b.try_into_mut() {
+                if held.saturating_add(m.capacity()) > cap {
+                    continue;
+                }
+                held += m.capacity();
                 pool.push(m);
             }
         }
     }
 
-    async fn finish_read(p: PendingRead<D::Mr>) -> Result<Bytes, TransportError> {
+    /// Waits for a chunk's RDMA Reads, at most
+    /// [`RdmaConfig::read_timeout`]; on expiry the connection is closed (a
+    /// peer that never answers must not hold its sinks forever).
+    async fn finish_read(&self, p: PendingRead<D::Mr>) -> Result<Bytes, TransportError> {
+        let deadline = tokio::time::Instant::now() + self.srv.config.read_timeout;
         for rx in p.done {
-            let wc = rx.await.map_err(|_| TransportError::ConnectionLost)?;
+            let wc = match tokio::time::timeout_at(deadline, rx).await {
+                Ok(r) => r.map_err(|_| TransportError::ConnectionLost)?,
+                Err(_) => {
+                    self.srv.stats.read_timeouts.fetch_add(1, Relaxed);
+                    tracing::warn!(peer = %self.peer, "RDMA Reads timed out; closing");
+                    self.ep.qp.disconnect();
+                    return Err(VerbsError::Timeout("RDMA Read").into());
+                }
+            };
             if !wc.is_success() {
                 return Err(wc_error(&wc).into());
             }
@@ -578,6 +652,12 @@ impl<D: Device> SConn<D> {
             rpcrdma_proto::wire::ErrorBody::Chunk,
         );
         let mut read_bytes = 0u64;
+        // Negotiated ORD 0: this connection cannot pull any Read chunk.
+        if self.no_reads && list.segments().next().is_some() {
+            stats.counters.add_action(Action::ReplyErrChunk);
+            self.send_plain(&err_chunk, &[], slot);
+            return Ok(());
+        }
         // Never allocate beyond the connection's read budget on a peer's say-so.
         let need: u64 = call
             .reassembly
@@ -611,7 +691,7 @@ impl<D: Device> SConn<D> {
                     return Ok(());
                 }
                 let p = self.start_read(&list, &pz).await?;
-                let b = Self::finish_read(p).await?;
+                let b = self.finish_read(p).await?;
                 read_bytes += b.len() as u64;
                 if let Err(v) = call.check_payload(&b, &srv.bindings, grant) {
                     stats.counters.add_action(v.action());
@@ -634,7 +714,7 @@ impl<D: Device> SConn<D> {
         }
         let mut data = Vec::with_capacity(pending.len());
         for p in pending {
-            let b = Self::finish_read(p).await?;
+            let b = self.finish_read(p).await?;
             read_bytes += b.len() as u64;
             data.push(b);
         }
@@ -686,11 +766,104 @@ impl<D: Device> SConn<D> {
                 return Ok(());
             }
         };
+        // One reply may use at most a quarter of the send queue (review
+        // F5): a plan needing more RDMA Writes cannot be conveyed.
+        if plan.writes.len() + 1 > (self.ep.sq_depth() / 4) as usize {
+            tracing::debug!(
+                xid,
+                writes = plan.writes.len(),
+                "reply needs too many RDMA Writes: ERR_CHUNK"
+            );
+            stats.counters.add_action(Action::ReplyErrChunk);
+            self.send_plain(&err_chunk, &[], slot);
+            return Ok(());
+        }
         // RDMA Writes into the Write chunks and the Reply chunk.
         let mut sources: HashMap<usize, D::Mr> = HashMap::new();
         let mut extra: Vec<D::Mr> = Vec::new();
         let mut written = 0u64;
-        for w in &plan.writes {
+        if let Err(e) = self.post_writes(
+            &plan.writes,
+            &pieces,
+            &mut sources,
+            &mut extra,
+            &mut written,
+        ) {
+            // Writes already posted may still gather from these sources:
+            // keep them until a later work request completes.
+            self.ep.hold(sources.into_values().chain(extra));
+            return Err(e);
+        }
+        // The Send, after the Writes in the same send queue.
+        let hl = plan.header.buffer_len();
+        let mut b = BytesMut::zeroed(hl);
+        if let Err(e) = plan.header.emit(&mut b) {
+            self.ep.hold(sources.into_values().chain(extra));
+            return Err(TransportError::Plan(e.to_string()));
+        }
+        for s in &plan.inline {
+            match *s {
+                Span::Item { item, offset, len } => {
+                    let p = &pieces[item];
+                    b.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
+                }
+                Span::Zeros(n) => b.resize(b.len() + n as usize, 0),
+            }
+        }
+        let len = b.len() as u32;
+        let smr = match self.ep.register_source(b.freeze()) {
+            Ok(m) => m,
+            Err(e) => {
+                self.ep.hold(sources.into_values().chain(extra));
+                return Err(e.into());
+            }
+        };
+        let sge = Sge::new(smr.lkey(), 0, len);
+        let mut stags: Vec<u32> = list.segments().map(|s| s.segment.handle).collect();
+        for c in chunks.write_list.chunks() {
+            stags.extend(c.segments().map(|s| s.handle));
+        }
+        if let Some(rc) = chunks.reply_chunk {
+            stags.extend(rc.segments().map(|s| s.handle));
+        }
+        let mut wr = SendWr::send(0, vec![sge]);
+        if let Some(rkey) = self.neg.send_with_invalidate(&stags) {
+            wr.op = SendOp::SendWithInvalidate {
+                invalidate_rkey: rkey,
+                solicited: false,
+            };
+            stats.send_with_invalidate.fetch_add(1, Relaxed);
+        }
+        let mut mrs: Vec<D::Mr> = sources.into_values().collect();
+        mrs.extend(extra);
+        mrs.push(smr);
+        self.release_credit(slot);
+        // On failure the endpoint keeps `mrs` (earlier Writes use them).
+        self.ep.post(wr, mrs, None)?;
+        stats.counters.add_reply(plan.kind);
+        stats.counters.add_chunk_bytes(read_bytes + written);
+        drop(reply);
+        drop(pieces);
+        let mut sinks = data;
+        if call.reassembly.position_zero.is_some() {
+            sinks.push(reduced);
+        }
+        self.recycle(sinks);
+        Ok(())
+    }
+
+    /// Posts the reply's RDMA Writes; the registrations they gather from
+    /// are left in `sources`/`extra` (also on error) for the caller.
+    fn post_writes(
+        &self,
+        writes: &[rpcrdma_proto::reply::RdmaWrite],
+        pieces: &[Bytes],
+        sources: &mut HashMap<usize, D::Mr>,
+        extra: &mut Vec<D::Mr>,
+        written: &mut u64,
+    ) -> Result<(), TransportError> {
+        let stats = &self.srv.stats;
+        for w in writes {
             let sge = match w.source {
                 Span::Item { item, offset, len } => {
                     let lkey = match sources.get(&item) {
@@ -715,7 +888,7 @@ impl<D: Device> SConn<D> {
                     Sge::new(k, 0, n)
                 }
             };
-            written += sge.length as u64;
+            *written += sge.length as u64;
             let wr = SendWr::write(
                 0,
                 vec![sge],
@@ -727,53 +900,6 @@ impl<D: Device> SConn<D> {
             self.ep.post(wr, Vec::new(), None)?;
             stats.rdma_writes.fetch_add(1, Relaxed);
         }
-        // The Send, after the Writes in the same send queue.
-        let hl = plan.header.buffer_len();
-        let mut b = BytesMut::zeroed(hl);
-        plan.header
-            .emit(&mut b)
-            .map_err(|e| TransportError::Plan(e.to_string()))?;
-        for s in &plan.inline {
-            match *s {
-                Span::Item { item, offset, len } => {
-                    let p = &pieces[item];
-                    b.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
-                }
-                Span::Zeros(n) => b.resize(b.len() + n as usize, 0),
-            }
-        }
-        let len = b.len() as u32;
-        let smr = self.ep.register_source(b.freeze())?;
-        let sge = Sge::new(smr.lkey(), 0, len);
-        let mut stags: Vec<u32> = list.segments().map(|s| s.segment.handle).collect();
-        for c in chunks.write_list.chunks() {
-            stags.extend(c.segments().map(|s| s.handle));
-        }
-        if let Some(rc) = chunks.reply_chunk {
-            stags.extend(rc.segments().map(|s| s.handle));
-        }
-        let mut wr = SendWr::send(0, vec![sge]);
-        if let Some(rkey) = self.neg.send_with_invalidate(&stags) {
-            wr.op = SendOp::SendWithInvalidate {
-                invalidate_rkey: rkey,
-                solicited: false,
-            };
-            stats.send_with_invalidate.fetch_add(1, Relaxed);
-        }
-        let mut mrs: Vec<D::Mr> = sources.into_values().collect();
-        mrs.extend(extra);
-        mrs.push(smr);
-        self.release_credit(slot);
-        self.ep.post(wr, mrs, None)?;
-        stats.counters.add_reply(plan.kind);
-        stats.counters.add_chunk_bytes(read_bytes + written);
-        drop(reply);
-        drop(pieces);
-        let mut sinks = data;
-        if call.reassembly.position_zero.is_some() {
-            sinks.push(reduced);
-        }
-        self.recycle(sinks);
         Ok(())
     }
 }

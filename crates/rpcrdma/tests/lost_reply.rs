@@ -1,0 +1,187 @@
+//! Review F4: a call whose reply never comes keeps its credit; on a fresh
+//! connection (one credit until the first reply) that used to stall the
+//! client for good. The Requester now treats "abandoned calls hold every
+//! credit" as a major timeout and reconnects.
+
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use oncrpc::{Call, Dispatcher, Payload, ProcError, Request, RpcError, Service};
+use rpcrdma::memfabric::Fabric;
+use rpcrdma::{Bindings, RdmaClient, RdmaConfig, RdmaServer};
+
+const PROG: u32 = 0x2000_5300;
+
+/// Never answers the first call it sees (the procedure never completes);
+/// answers every later one with an empty result.
+struct IgnoreFirst {
+    seen: Arc<AtomicU32>,
+}
+
+impl Service for IgnoreFirst {
+    fn program(&self) -> u32 {
+        PROG
+    }
+    fn versions(&self) -> RangeInclusive<u32> {
+        1..=1
+    }
+    fn handle(
+        &self,
+        _call: Call,
+    ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
+        let n = self.seen.fetch_add(1, Relaxed);
+        async move {
+            if n == 0 {
+                std::future::pending::<()>().await;
+            }
+            Ok(Payload::builder().finish())
+        }
+    }
+}
+
+fn req() -> Request {
+    Request::new(PROG, 1, 1, Payload::builder().finish()).with_timeout(Duration::from_millis(300))
+}
+
+#[tokio::test]
+async fn one_unanswered_call_on_a_fresh_connection_does_not_stall_the_client() {
+    let dev = Fabric::new();
+    let seen = Arc::new(AtomicU32::new(0));
+    let disp = Dispatcher::builder()
+        .service(IgnoreFirst { seen: seen.clone() })
+        .build();
+    let srv = RdmaServer::bind(
+        dev.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        disp,
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let c = RdmaClient::connect(
+        dev,
+        srv.local_addr(),
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    // The first call is never answered.
+    assert!(matches!(
+        c.call_with_report(req()).await,
+        Err(RpcError::Timeout)
+    ));
+    // The next calls must reach the responder and be answered.
+    for i in 0..3 {
+        let r = c.call_with_report(req()).await;
+        assert!(r.is_ok(), "call {i} after the lost reply: {r:?}");
+    }
+    assert!(
+        seen.load(Relaxed) >= 4,
+        "responder saw {} calls",
+        seen.load(Relaxed)
+    );
+    assert!(c.stats().reconnects.load(Relaxed) >= 1);
+    assert_eq!(c.outstanding(), 0);
+}
+
+#[tokio::test]
+async fn outstanding_counts_abandoned_calls_still_holding_a_credit() {
+    let dev = Fabric::new();
+    let seen = Arc::new(AtomicU32::new(0));
+    let disp = Dispatcher::builder()
+        .service(IgnoreFirst { seen: seen.clone() })
+        .build();
+    let srv = RdmaServer::bind(
+        dev.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        disp,
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let cfg = RdmaConfig {
+        // No reconnection: the abandoned call stays visible.
+        reconnect: rpcrdma::Backoff {
+            max_attempts: 0,
+            ..RdmaConfig::default().reconnect
+        },
+        ..RdmaConfig::default()
+    };
+    let c = RdmaClient::connect(dev, srv.local_addr(), cfg, Bindings::rdmatest())
+        .await
+        .unwrap();
+    // A grant is seen first (the connection then has more than one credit),
+    // so a single abandoned call does not break the connection.
+    seen.store(1, Relaxed);
+    c.call_with_report(req()).await.unwrap();
+    seen.store(0, Relaxed);
+    assert!(matches!(
+        c.call_with_report(req()).await,
+        Err(RpcError::Timeout)
+    ));
+    assert!(c.is_connected());
+    assert_eq!(
+        c.outstanding(),
+        1,
+        "the abandoned call still holds its credit"
+    );
+}
+
+/// Review F10: a caller that drops its call future (here: an outer
+/// timeout) gives the call up; a still-queued call is never sent.
+#[tokio::test]
+async fn dropped_call_future_is_not_sent_later() {
+    let dev = Fabric::new();
+    let seen = Arc::new(AtomicU32::new(1));
+    let disp = Dispatcher::builder()
+        .service(IgnoreFirst { seen: seen.clone() })
+        .build();
+    // One credit: a second call waits in the queue while the first is out.
+    let scfg = RdmaConfig {
+        credits: 1,
+        ..RdmaConfig::default()
+    };
+    let srv = RdmaServer::bind(
+        dev.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        disp,
+        scfg,
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let c = RdmaClient::connect(
+        dev,
+        srv.local_addr(),
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    // A grant of 1 is seen.
+    c.call_with_report(req()).await.unwrap();
+    assert_eq!(seen.load(Relaxed), 2);
+    // A: never answered (timeout 300 ms) and holds the only credit.
+    seen.store(0, Relaxed);
+    let c2 = c.clone();
+    let a = tokio::spawn(async move { c2.call_with_report(req()).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(seen.load(Relaxed), 1, "A reached the responder");
+    // B: queued behind A; its caller goes away.
+    let b = c.call_with_report(req().with_timeout(Duration::from_secs(10)));
+    assert!(tokio::time::timeout(Duration::from_millis(50), b)
+        .await
+        .is_err());
+    // A times out; the connection is replaced (F4); later calls work.
+    assert!(matches!(a.await.unwrap(), Err(RpcError::Timeout)));
+    c.call_with_report(req()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The responder saw A and the last call, never B.
+    assert_eq!(seen.load(Relaxed), 2, "the dropped call B was sent");
+    assert_eq!(c.outstanding(), 0);
+}

@@ -59,7 +59,15 @@ export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-2048}"
 
 captured_tests() {
   local dumpcap_pid ready head_size rc
-  ip link set lo up 2>/dev/null || true
+  if [ "${1:-}" = "isolated" ]; then
+    ip link set lo up
+    # Loopback runs at memory speed, faster than dumpcap can write: shape
+    # this private lo (WIRE_RATE, tc tbf; "0" = unshaped) so the capture
+    # keeps up. Only ever inside the test run's own network namespace.
+    if [ "${WIRE_RATE:-400mbit}" != "0" ] && command -v tc >/dev/null 2>&1; then
+      tc qdisc add dev lo root tbf rate "${WIRE_RATE:-400mbit}" burst 512kb latency 500ms
+    fi
+  fi
   mkdir -p "$WIRE_DIR"
   rm -f "$WIRE_PCAP"
   # Raised priority where permitted: a starved dumpcap drops packets.
@@ -98,7 +106,7 @@ if [ "$WIRE_CHECK" != "0" ]; then
   export -f captured_tests
   if unshare --net true 2>/dev/null; then
     step "cargo test --workspace (own network namespace, loopback captured by dumpcap)"
-    unshare --net bash -c 'set -euo pipefail; captured_tests'
+    unshare --net bash -c 'set -euo pipefail; captured_tests isolated'
   else
     step "cargo test --workspace (loopback captured by dumpcap; no private network namespace, so other traffic on lo is judged too)"
     captured_tests

@@ -13,6 +13,9 @@ use rdma_verbs::{
 use rpcrdma::RdmaConfig;
 use rpcrdma_proto::wire::{Body, DecodeLimits, ErrorBody, Header};
 
+/// Receive buffer size of the raw peer (large enough for any reply here).
+const RAW_RECV: usize = 16384;
+
 struct Raw {
     _dev: iwarp::Device,
     pd: iwarp::Pd,
@@ -32,12 +35,15 @@ impl Raw {
         for i in 0..8u64 {
             let mr = pd
                 .register(
-                    MrBuffer::Mutable(BytesMut::zeroed(4096)),
+                    MrBuffer::Mutable(BytesMut::zeroed(RAW_RECV)),
                     Access::LOCAL_WRITE,
                 )
                 .unwrap();
-            qp.post_recv(RecvWr::new(i, vec![Sge::new(mr.lkey(), 0, 4096)]))
-                .unwrap();
+            qp.post_recv(RecvWr::new(
+                i,
+                vec![Sge::new(mr.lkey(), 0, RAW_RECV as u32)],
+            ))
+            .unwrap();
             recvs.push(mr);
         }
         let info = dev
@@ -181,5 +187,69 @@ async fn requester_exceeding_its_grant_is_disconnected_alone() {
     );
     // The other connection is unaffected.
     common::typed(&good).get(10_000, 1).await.unwrap();
+    srv.shutdown().await;
+}
+
+/// Review F5: a reply that would need more RDMA Writes than a quarter of
+/// the send queue (here a Write chunk of 300 tiny segments against a 1024
+/// deep queue) is answered ERR_CHUNK rather than flooding the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_needing_too_many_rdma_writes_gets_err_chunk() {
+    const SEGS: u32 = 300;
+    let cfg = RdmaConfig {
+        credits: 1,
+        max_segments: 512,
+        ..RdmaConfig::default().with_inline(8192)
+    };
+    let srv = common::server(iwarp::Device::default(), cfg).await;
+    // Both sides' inline thresholds fit the call and the reply header,
+    // whose Write lists carry 300 segments (about 5 KB).
+    let pd = RdmaConfig::default()
+        .with_inline(8192)
+        .private_data()
+        .encode();
+    let mut raw = Raw::connect(srv.local_addr(), &pd).await;
+    let sink = raw
+        .pd
+        .register(
+            MrBuffer::Mutable(BytesMut::zeroed((SEGS * 16) as usize)),
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
+        .unwrap();
+    let xid = 0x5151;
+    // RDMA_MSG, no Read list, one Write chunk of SEGS 16-byte segments.
+    let mut m = vec![xid, 1, 1, 0, 0, 1, SEGS];
+    for i in 0..SEGS {
+        m.extend([sink.rkey(), 16, 0, i * 16]);
+    }
+    m.extend([0, 0]);
+    m.extend([
+        xid,
+        0,
+        2,
+        common::PROG,
+        common::VERS,
+        rdmatest::proto::PROC_GET,
+        0,
+        0,
+        0,
+        0,
+        SEGS * 16,
+        5,
+    ]);
+    let reply = raw.exchange(words(&m)).await;
+    let h = Header::parse(&reply, &DecodeLimits::default()).unwrap();
+    assert_eq!(h.xid, xid);
+    assert!(
+        matches!(h.body, Body::Error(ErrorBody::Chunk)),
+        "{:?}",
+        h.body
+    );
+    assert_eq!(
+        srv.stats()
+            .rdma_writes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
     srv.shutdown().await;
 }

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -73,6 +74,8 @@ pub struct ServerStats {
     /// Connections closed because a call's RDMA Reads did not complete
     /// within [`RdmaConfig::read_timeout`].
     pub read_timeouts: AtomicU64,
+    /// Calls whose handling panicked (their connections were closed).
+    pub call_panics: AtomicU64,
     /// Replies sent with Send with Invalidate.
     pub send_with_invalidate: AtomicU64,
     /// Calls handed to the dispatcher.
@@ -346,6 +349,30 @@ impl<D: Device> SrvShared<D> {
     }
 }
 
+/// A call's future that turns a panic into closing its connection.
+struct CatchPanic<D: Device, F> {
+    inner: Pin<Box<F>>,
+    conn: Arc<SConn<D>>,
+}
+
+impl<D: Device, F: Future<Output = ()>> Future for CatchPanic<D, F> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let this = &mut *self;
+        let inner = &mut this.inner;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(_) => {
+                let c = &this.conn;
+                c.srv.stats.call_panics.fetch_add(1, Relaxed);
+                tracing::error!(peer = %c.peer, "a call panicked; closing its connection");
+                c.ep.qp.disconnect();
+                std::task::Poll::Ready(())
+            }
+        }
+    }
+}
+
 /// A Read chunk being pulled.
 struct PendingRead<M> {
     mr: M,
@@ -386,7 +413,7 @@ impl<D: Device> SConn<D> {
         let n = self.in_process.fetch_add(1, Relaxed) + 1;
         stats.max_outstanding.fetch_max(n as u64, Relaxed);
         let me = self.clone();
-        let mut call = Box::pin(async move {
+        let call = Box::pin(async move {
             let slot = AtomicBool::new(false);
             me.handle(msg, &slot).await;
             // A call that ended without a reply returns its credit here.
@@ -396,8 +423,15 @@ impl<D: Device> SConn<D> {
         // poll: run that poll here and only spawn a task for calls that
         // wait (RDMA Reads, slow procedures). A future may be polled with
         // different wakers; the task's poll re-registers the real one.
+        // A panic while handling one call (a procedure's bug, a peer's
+        // bytes reaching an unexpected path) must not unwind through this
+        // CQ loop and leak the connection: it closes this connection only.
+        let mut call = CatchPanic {
+            inner: call,
+            conn: self.clone(),
+        };
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if call.as_mut().poll(&mut cx).is_pending() {
+        if Pin::new(&mut call).poll(&mut cx).is_pending() {
             tokio::spawn(call);
         }
     }

@@ -185,3 +185,68 @@ async fn dropped_call_future_is_not_sent_later() {
     assert_eq!(seen.load(Relaxed), 2, "the dropped call B was sent");
     assert_eq!(c.outstanding(), 0);
 }
+
+/// Panics in its first call; answers later ones.
+struct PanicFirst {
+    seen: Arc<AtomicU32>,
+}
+
+impl Service for PanicFirst {
+    fn program(&self) -> u32 {
+        PROG
+    }
+    fn versions(&self) -> RangeInclusive<u32> {
+        1..=1
+    }
+    fn handle(
+        &self,
+        _call: Call,
+    ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
+        let n = self.seen.fetch_add(1, Relaxed);
+        assert!(n != 0, "PanicFirst: deliberate panic in the first call");
+        async move { Ok(Payload::builder().finish()) }
+    }
+}
+
+/// Review F1 (residual): a panic while handling one call closes that
+/// connection (the Requester reconnects and retransmits) instead of
+/// unwinding the connection's completion loop and leaking it.
+#[tokio::test]
+async fn panicking_call_closes_only_its_connection() {
+    let dev = Fabric::new();
+    let seen = Arc::new(AtomicU32::new(0));
+    let disp = Dispatcher::builder()
+        .service(PanicFirst { seen: seen.clone() })
+        .build();
+    let srv = RdmaServer::bind(
+        dev.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        disp,
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let c = RdmaClient::connect(
+        dev,
+        srv.local_addr(),
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let r = c
+        .call_with_report(req().with_timeout(Duration::from_secs(5)))
+        .await;
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(srv.stats().call_panics.load(Relaxed), 1);
+    assert_eq!(c.stats().retransmits.load(Relaxed), 1);
+    for _ in 0..200 {
+        if srv.connections() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(srv.connections(), 1, "the panicked connection leaked");
+    srv.shutdown().await;
+}

@@ -76,6 +76,12 @@ pub struct Connection {
     /// Replies with Write chunks sharing a frame with the chunk's last RDMA
     /// Write, which tshark 4.0 misdecodes (per-frame reassembly state).
     pub write_chunk_same_frame: u64,
+    /// Read-chunk calls whose chunk completed in a frame where tshark 4.0
+    /// already reassembled another RPC (it keeps one reassembly per frame).
+    pub read_chunk_same_frame: u64,
+    /// Read-chunk calls reusing a handle an earlier chunk on the same
+    /// connection used (tshark 4.0 keeps the stale segment).
+    pub reused_handle_reads: u64,
     /// TCP flow-control warnings (not failures).
     pub flow_control_warnings: u64,
     /// Failed checks.
@@ -116,6 +122,7 @@ struct QueueState {
 
 struct PendingRead {
     sink_stag: u32,
+    src_stag: u32,
     remaining: u64,
     frame: u64,
 }
@@ -182,6 +189,8 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
         unreassemblable_reads: 0,
         write_chunk_replies: 0,
         write_chunk_same_frame: 0,
+        read_chunk_same_frame: 0,
+        reused_handle_reads: 0,
         flow_control_warnings: 0,
         failures: Vec::new(),
         excused: Vec::new(),
@@ -260,6 +269,11 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
     let mut reads: HashMap<u16, VecDeque<PendingRead>> = HashMap::new();
     // XIDs whose RPC message tshark must produce by reassembly later.
     let mut pending_rpc: HashMap<(u32, bool), u64> = HashMap::new();
+    // Read-chunk handle -> XID of the call, frame where the chunk's last
+    // Read Response arrived, frames where tshark reassembled an RPC.
+    let mut handle_xid: HashMap<u32, u32> = HashMap::new();
+    let mut chunk_done: HashMap<u32, u64> = HashMap::new();
+    let mut reassembly_frames: HashSet<u64> = HashSet::new();
     for f in fs {
         if f.number > cut {
             break;
@@ -330,6 +344,7 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
                         match d.read_request {
                             Some(r) => reads.entry(dir).or_default().push_back(PendingRead {
                                 sink_stag: r.sink_stag,
+                                src_stag: r.src_stag,
                                 remaining: r.size,
                                 frame: f.number,
                             }),
@@ -366,6 +381,9 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
                                     r.remaining -= len;
                                 }
                                 if d.last {
+                                    if let Some(x) = handle_xid.get(&r.src_stag) {
+                                        chunk_done.insert(*x, f.number);
+                                    }
                                     if r.remaining != 0 {
                                         let w = format!("Read Response ended {} bytes short of the Read Request (frame {})", r.remaining, r.frame);
                                         fail(&mut c, f.number, w);
@@ -400,6 +418,8 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
                         write_in_frame,
                         &inner,
                         &mut pending_rpc,
+                        &mut handle_xid,
+                        &mut reassembly_frames,
                     );
                     write_in_frame |= op == opcode::WRITE;
                 }
@@ -428,6 +448,16 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
         let mut p: Vec<_> = pending_rpc.iter().collect();
         p.sort_by_key(|(_, f)| **f);
         for ((xid, call), frame) in p {
+            // tshark 4.0 keeps one reassembly per frame: when the chunk
+            // completed in a frame where another RPC was reassembled, it
+            // cannot produce this one.
+            if chunk_done
+                .get(xid)
+                .is_some_and(|f| reassembly_frames.contains(f))
+            {
+                c.read_chunk_same_frame += 1;
+                continue;
+            }
             let w = format!(
                 "RPC {} XID {xid:#010x} announced with chunks was never reassembled by tshark",
                 if *call { "call" } else { "reply" }
@@ -493,6 +523,8 @@ fn judge_payload(
     write_in_frame: bool,
     inner: &[&Item],
     pending: &mut HashMap<(u32, bool), u64>,
+    handle_xid: &mut HashMap<u32, u32>,
+    reassembly_frames: &mut HashSet<u64>,
 ) {
     let reassembled = inner.iter().any(|i| matches!(i, Item::Reassembled { .. }));
     let rpcordma = inner.iter().find_map(|i| match i {
@@ -507,6 +539,9 @@ fn judge_payload(
         })
         .collect();
     c.rpcs += rpcs.len() as u64;
+    if reassembled && !rpcs.is_empty() {
+        reassembly_frames.insert(frame);
+    }
     if opcode::is_send(op)
         && last
         && rpcordma.is_none()
@@ -528,10 +563,25 @@ fn judge_payload(
             msg_type::MSG | msg_type::MSGP | msg_type::NOMSG => {
                 if r.reads > 0 {
                     // Reassembled in the last Read Response's frame.
+                    // packet-rpcrdma.c files chunk segments by handle alone
+                    // for the whole conversation: a handle shared inside the
+                    // chunk, or already used by an earlier chunk on this
+                    // connection, finds a stale segment and never completes.
+                    let reused = r.read_handles.iter().any(|h| handle_xid.contains_key(h));
+                    if reused {
+                        c.reused_handle_reads += 1;
+                    }
                     if shared(&r.read_handles) {
                         c.unreassemblable_reads += 1;
+                    } else if reused {
+                        for h in &r.read_handles {
+                            handle_xid.insert(*h, r.xid);
+                        }
                     } else {
                         pending.insert((r.xid, true), frame);
+                        for h in &r.read_handles {
+                            handle_xid.insert(*h, r.xid);
+                        }
                     }
                 } else if r.msg_type == msg_type::NOMSG
                     && r.reply > 0

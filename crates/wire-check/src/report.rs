@@ -60,6 +60,16 @@ pub fn summary(v: &Verdict) -> String {
     );
     let _ = writeln!(
         s,
+        "Read-chunk calls tshark 4.0 cannot reassemble (chunk completed in a frame where it already reassembled another RPC): {}",
+        sum(|c| c.read_chunk_same_frame)
+    );
+    let _ = writeln!(
+        s,
+        "Read-chunk calls tshark 4.0 cannot reassemble (handle already used by an earlier chunk on the connection): {}",
+        sum(|c| c.reused_handle_reads)
+    );
+    let _ = writeln!(
+        s,
         "TCP flow-control warnings (not failures): {}",
         sum(|c| c.flow_control_warnings)
     );

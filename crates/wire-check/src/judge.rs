@@ -515,6 +515,7 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
 }
 
 /// Checks the layers tshark decoded inside one FPDU's payload.
+#[allow(clippy::too_many_arguments)] // the per-connection state it updates
 fn judge_payload(
     c: &mut Connection,
     frame: u64,

@@ -8,6 +8,7 @@
 #   FUZZ_SECONDS=0 scripts/test.sh   # skip the fuzz runs (local iteration)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p target  # holds test-output.txt even when CARGO_TARGET_DIR points elsewhere
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-10}"
 # WIRE_CHECK=1 also captures the whole test run with dumpcap and has

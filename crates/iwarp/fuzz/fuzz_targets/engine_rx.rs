@@ -4,11 +4,12 @@
 //! queued (Read Responses, Terminate). Nothing may panic, loop forever or
 //! allocate on the stream's say-so.
 //!
-//! Input layout: byte 0 bit 0 = CRC negotiated, bit 1 = register one region
-//! (no remote access: this crate cannot name `rdma_verbs::Access`, so the
-//! region only exercises the protection checks), bits 2..7 = read-chunk
-//! size seed; byte 1 = second read-size seed; the rest is the TCP stream
-//! after the MPA exchange.
+//! Input layout: byte 0 bit 0 = CRC negotiated, bit 1 = register one
+//! 4 KiB region with every right and post one receive into it (so tagged
+//! placement, Send placement and Read Responses are reached), bits 2..7 =
+//! read-chunk size seed; byte 1 = second read-size seed; the rest is the TCP
+//! stream after the MPA exchange. STags are random, so every occurrence of
+//! the word `A5A5A5A5` in the stream is replaced by the region's STag.
 #![no_main]
 
 use iwarp::cq::Cq;
@@ -16,6 +17,7 @@ use iwarp::engine::rx::Rx;
 use iwarp::engine::tx::Tx;
 use iwarp::engine::{Limits, QpShared};
 use iwarp::mem::StagTable;
+use iwarp::rdma_verbs::{Access, RecvWr, Sge};
 use libfuzzer_sys::fuzz_target;
 use std::io;
 use std::sync::Arc;
@@ -26,11 +28,15 @@ fuzz_target!(|data: &[u8]| {
     }
     let crc = data[0] & 1 == 1;
     let table = Arc::new(StagTable::default());
-    if data[0] & 2 != 0 {
-        // Default access (none): tagged placements must fail the
-        // protection checks with a Terminate, never place.
-        let _ = table.insert(1, 4096, Default::default(), Some(vec![0u8; 4096].into()));
-    }
+    let region = (data[0] & 2 != 0).then(|| {
+        table.insert(
+            1,
+            4096,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            Some(vec![0u8; 4096].into()),
+        )
+    });
+    let stag = region.as_ref().map(|r| r.stag_for(r.lock().key));
     let cq = Cq::new(1024);
     let sh = Arc::new(QpShared::new(
         1,
@@ -46,9 +52,22 @@ fuzz_target!(|data: &[u8]| {
         },
     ));
     sh.establish(4, 4, true, None, None);
+    if let Some(stag) = stag {
+        sh.lock()
+            .rq
+            .push_back(RecvWr::new(1, vec![Sge::new(stag, 0, 4096)]));
+    }
     let mut rx = Rx::new(sh.clone(), crc);
     let seeds = [(data[0] >> 2) as usize + 1, data[1] as usize + 1];
-    let stream = &data[2..];
+    let mut owned = data[2..].to_vec();
+    if let Some(stag) = stag {
+        for w in owned.chunks_exact_mut(4) {
+            if w == [0xA5; 4] {
+                w.copy_from_slice(&stag.to_be_bytes());
+            }
+        }
+    }
+    let stream = &owned[..];
     let mut pos = 0;
     let mut turn = 0usize;
     // Each call reads until the source is exhausted (WouldBlock) or the

@@ -139,28 +139,11 @@ pub struct Mr {
     table: Arc<StagTable>,
 }
 
-fn check_buffer(buffer: &MrBuffer, access: Access) -> Result<(), VerbsError> {
-    if !access.is_consistent() {
-        return Err(VerbsError::InvalidAccess(
-            "remote write requires local write",
-        ));
-    }
-    if access.needs_mutable_buffer() && !buffer.is_mutable() {
-        return Err(VerbsError::InvalidAccess(
-            "write access on an immutable buffer",
-        ));
-    }
-    if buffer.len() as u64 > u64::from(u32::MAX) {
-        return Err(VerbsError::InvalidArgument("region larger than 4 GiB"));
-    }
-    Ok(())
-}
-
 impl rdma_verbs::ProtectionDomain for Pd {
     type Mr = Mr;
 
     fn register(&self, buffer: MrBuffer, access: Access) -> Result<Mr, RegisterError> {
-        if let Err(error) = check_buffer(&buffer, access) {
+        if let Err(error) = buffer.check_registration(access) {
             return Err(RegisterError { error, buffer });
         }
         let len = buffer.len();
@@ -321,7 +304,7 @@ impl rdma_verbs::QueuePair for Qp {
             signaled,
         } = wr;
         let fail = |error, buffer| Err(RegisterError { error, buffer });
-        if let Err(e) = check_buffer(&buffer, access) {
+        if let Err(e) = buffer.check_registration(access) {
             return fail(e, buffer);
         }
         if mr.region.pd != sh.pd {

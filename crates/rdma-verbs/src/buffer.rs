@@ -10,6 +10,8 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::{Access, VerbsError};
+
 /// A buffer owned by a memory registration.
 #[derive(Debug)]
 pub enum MrBuffer {
@@ -61,6 +63,27 @@ impl MrBuffer {
     /// True if the buffer can be written.
     pub fn is_mutable(&self) -> bool {
         !matches!(self, MrBuffer::Frozen(_))
+    }
+
+    /// Checks that this buffer may be registered with `access`, by the rules
+    /// every provider applies alike: remote write needs local write, write
+    /// access needs a mutable buffer, and a region is addressed with 32-bit
+    /// lengths (at most 4 GiB).
+    pub fn check_registration(&self, access: Access) -> Result<(), VerbsError> {
+        if !access.is_consistent() {
+            return Err(VerbsError::InvalidAccess(
+                "remote write requires local write",
+            ));
+        }
+        if access.needs_mutable_buffer() && !self.is_mutable() {
+            return Err(VerbsError::InvalidAccess(
+                "write access on an immutable buffer",
+            ));
+        }
+        if self.len() as u64 > u64::from(u32::MAX) {
+            return Err(VerbsError::InvalidArgument("region larger than 4 GiB"));
+        }
+        Ok(())
     }
 
     /// Turns the buffer into immutable `Bytes` without copying.

@@ -116,23 +116,11 @@ pub struct Mr {
     fabric: Arc<FabricInner>,
 }
 
-fn check_access(buf: &MrBuffer, access: Access) -> Result<(), VerbsError> {
-    if !access.is_consistent() {
-        return Err(VerbsError::InvalidAccess(
-            "remote write requires local write",
-        ));
-    }
-    if access.needs_mutable_buffer() && !buf.is_mutable() {
-        return Err(VerbsError::InvalidAccess("write access on a frozen buffer"));
-    }
-    Ok(())
-}
-
 impl rdma_verbs::ProtectionDomain for Pd {
     type Mr = Mr;
 
     fn register(&self, buffer: MrBuffer, access: Access) -> Result<Mr, RegisterError> {
-        if let Err(error) = check_access(&buffer, access) {
+        if let Err(error) = buffer.check_registration(access) {
             return Err(RegisterError { error, buffer });
         }
         let key = self.fabric.fresh_key();
@@ -575,7 +563,7 @@ impl rdma_verbs::QueuePair for Qp {
             access,
             signaled,
         } = wr;
-        if let Err(error) = check_access(&buffer, access) {
+        if let Err(error) = buffer.check_registration(access) {
             return Err(RegisterError { error, buffer });
         }
         if mr.inner.pd != self.inner.pd {

@@ -880,9 +880,15 @@ impl<D: Device> Shared<D> {
         .map_err(|e| TransportError::Plan(e.to_string()))?;
         // Register every region by fast registration.
         let mut regs: Vec<Reg<D>> = Vec::with_capacity(plan.regions.len());
-        if let Err(e) = self.register_regions(conn, &mut plan, &pieces, bufs, &mut regs) {
+        let mut failed = Vec::new();
+        if let Err(e) =
+            self.register_regions(conn, &mut plan, &pieces, bufs, &mut regs, &mut failed)
+        {
+            // Registered pieces first, then the unregistered tail, so the
+            // result buffers are put back together in order.
             let mut back = Vec::new();
             release_regions(regs, &mut back);
+            back.append(&mut failed);
             restore(bufs, back);
             return Err(e);
         }
@@ -927,6 +933,7 @@ impl<D: Device> Shared<D> {
         pieces: &[Bytes],
         bufs: &mut [BytesMut],
         regs: &mut Vec<Reg<D>>,
+        failed: &mut Vec<(usize, BytesMut)>,
     ) -> Result<(), TransportError> {
         let max = self.config.max_region_len;
         for i in 0..plan.regions.len() {
@@ -961,30 +968,45 @@ impl<D: Device> Shared<D> {
                 RegionSource::ReplyChunk => (MrBuffer::Mutable(BytesMut::zeroed(len)), rw),
             };
             let source = r.source;
-            let mr = conn.take_mr(max)?;
-            let rkey = match conn.ep.qp.post_fast_reg(
-                &mr,
-                FastRegWr {
-                    wr_id: 0,
-                    buffer,
-                    access,
-                    signaled: false,
-                },
-            ) {
-                Ok(k) => k,
-                Err(e) => {
-                    if let (RegionSource::ReplyWriteChunk { chunk }, Ok(b)) =
-                        (source, e.buffer.try_into_bytes_mut())
-                    {
-                        if let Some(sb) = bufs.get_mut(chunk) {
-                            *sb = b;
-                        }
+            let segments = r.segments.clone();
+            // One registration, hence one STag, per segment, as xprtrdma
+            // registers one MR per segment: a handle then names exactly one
+            // segment (RFC 8166 §3.4.2 allows either), so a peer or a wire
+            // analyser (tshark keys chunk reassembly by handle) never has to
+            // tell two segments of one handle apart.
+            let mut rest = buffer;
+            let n = segments.len();
+            for (k, seg) in segments.into_iter().enumerate() {
+                let piece = if k + 1 == n {
+                    std::mem::replace(&mut rest, MrBuffer::Frozen(Bytes::new()))
+                } else {
+                    split_front(&mut rest, seg.len as usize)
+                };
+                let mr = match conn.take_mr(max) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        give_back(source, piece, rest, failed);
+                        return Err(e.into());
                     }
-                    return Err(e.error.into());
-                }
-            };
-            plan.set_region(i, rkey, 0);
-            regs.push(Reg { source, mr, rkey });
+                };
+                let rkey = match conn.ep.qp.post_fast_reg(
+                    &mr,
+                    FastRegWr {
+                        wr_id: 0,
+                        buffer: piece,
+                        access,
+                        signaled: false,
+                    },
+                ) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        give_back(source, e.buffer, rest, failed);
+                        return Err(e.error.into());
+                    }
+                };
+                plan.set_segment(seg.slot, rkey, 0);
+                regs.push(Reg { source, mr, rkey });
+            }
         }
         Ok(())
     }
@@ -1104,14 +1126,16 @@ impl<D: Device> Shared<D> {
                         Err(_) => r.mr.deregister(),
                     }
                 };
+                // A chunk registered segment by segment comes back piece
+                // by piece, in order.
                 match r.source {
                     RegionSource::ReplyWriteChunk { chunk } => {
                         if write_bufs.len() <= chunk {
                             write_bufs.resize_with(chunk + 1, || None);
                         }
-                        write_bufs[chunk] = buf;
+                        write_bufs[chunk] = join(write_bufs[chunk].take(), buf);
                     }
-                    RegionSource::ReplyChunk => reply_buf = buf,
+                    RegionSource::ReplyChunk => reply_buf = join(reply_buf.take(), buf),
                     _ => {}
                 }
             }
@@ -1263,13 +1287,68 @@ fn release_regions<D: Device>(regions: Vec<Reg<D>>, bufs: &mut Vec<(usize, Bytes
     }
 }
 
-/// Puts result buffers back in place.
+/// Puts result buffers back in place; the pieces of a buffer registered
+/// segment by segment are joined in the order given (no copy when they are
+/// the adjacent halves of one split).
 fn restore(slot_bufs: &mut Vec<BytesMut>, back: Vec<(usize, BytesMut)>) {
     for (i, b) in back {
         if slot_bufs.len() <= i {
             slot_bufs.resize_with(i + 1, BytesMut::new);
         }
-        slot_bufs[i] = b;
+        if slot_bufs[i].is_empty() {
+            slot_bufs[i] = b;
+        } else {
+            slot_bufs[i].unsplit(b);
+        }
+    }
+}
+
+/// Splits the first `at` bytes off `b` (a zero-copy split of the same
+/// allocation).
+fn split_front(b: &mut MrBuffer, at: usize) -> MrBuffer {
+    match b {
+        MrBuffer::Mutable(m) => MrBuffer::Mutable(m.split_to(at.min(m.len()))),
+        MrBuffer::Frozen(f) => MrBuffer::Frozen(f.split_to(at.min(f.len()))),
+        MrBuffer::Vec(v) => {
+            let tail = v.split_off(at.min(v.len()));
+            MrBuffer::Vec(std::mem::replace(v, tail))
+        }
+    }
+}
+
+/// Joins the next piece of a result buffer onto what came before it.
+fn join(head: Option<MrBuffer>, next: Option<MrBuffer>) -> Option<MrBuffer> {
+    match (head, next) {
+        (None, n) => n,
+        (h, None) => h,
+        (Some(h), Some(n)) => {
+            let mut h = h
+                .try_into_bytes_mut()
+                .unwrap_or_else(|b| BytesMut::from(&b[..]));
+            match n.try_into_bytes_mut() {
+                Ok(n) => h.unsplit(n),
+                Err(n) => h.extend_from_slice(&n),
+            }
+            Some(MrBuffer::Mutable(h))
+        }
+    }
+}
+
+/// A registration failed: the piece that was not registered and the rest
+/// of the region's buffer go back to the caller (only result buffers are
+/// kept: argument bytes are still in the request).
+fn give_back(
+    source: RegionSource,
+    piece: MrBuffer,
+    rest: MrBuffer,
+    failed: &mut Vec<(usize, BytesMut)>,
+) {
+    if let RegionSource::ReplyWriteChunk { chunk } = source {
+        for b in [piece, rest] {
+            if let Ok(b) = b.try_into_bytes_mut() {
+                failed.push((chunk, b));
+            }
+        }
     }
 }
 

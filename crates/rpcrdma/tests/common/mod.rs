@@ -277,6 +277,19 @@ pub async fn remote_invalidation<D: Device>(srv_dev: D, cli_dev: D) {
             .unwrap();
         assert!(!r.remote_invalidated);
         assert_eq!(r.local_invalidations, 2);
+        // A Write chunk of three segments (2.5 MiB at the default 1 MiB
+        // segment size) has one registration per segment, so three
+        // handles: the call exposes more than one STag, so none is
+        // invalidated remotely (RFC 8797 §6) and all three locally.
+        let len = (5 << 20) / 2 + 3;
+        let (res, r) = c
+            .call_with_report(get_req(len, 9, Some(len as usize)))
+            .await
+            .unwrap();
+        let data = check_get(&res, len, 9);
+        assert_eq!(data.len(), len as usize);
+        assert!(!r.remote_invalidated, "{r}");
+        assert_eq!(r.local_invalidations, 3, "{r}");
         let st = srv.stats();
         assert_eq!(
             st.send_with_invalidate

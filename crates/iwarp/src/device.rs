@@ -1088,7 +1088,10 @@ async fn writer(path: Arc<TxPath>, file: Option<Capture>) {
             None => sh.tx_wake.notified().await,
         }
     }
-    let _ = socket2::SockRef::from(&*path.stream).shutdown(std::net::Shutdown::Write);
+    // Both halves: after a local disconnect or an error the receive half
+    // must stop too (review F7); the reader sees end of stream and a
+    // stopped QP.
+    let _ = socket2::SockRef::from(&*path.stream).shutdown(std::net::Shutdown::Both);
     if let Some(c) = &path.cap {
         let _ = c.local_closed();
     }

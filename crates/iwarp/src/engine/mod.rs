@@ -19,6 +19,7 @@ use crate::wire::terminate::TerminateRepr;
 use rdma_verbs::{CmEvent, ConnError, QpState, RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
@@ -82,6 +83,11 @@ pub struct QpInner {
     pub state: QpState,
     /// Posted receives.
     pub rq: VecDeque<RecvWr>,
+    /// The receive WR (its `wr_id`) taken from `rq` by the receive half
+    /// for a Send still in progress: it completes when the Send's last
+    /// segment is delivered, or is flushed with the rest when the QP dies
+    /// first (every posted WR completes exactly once).
+    pub rq_taken: Option<u64>,
     /// Posted send WRs not yet started.
     pub sq: VecDeque<SqItem>,
     /// Send WRs posted and not yet completed (for the depth check).
@@ -129,6 +135,10 @@ pub struct QpShared {
     /// Queue sizes.
     pub limits: Limits,
     inner: Mutex<QpInner>,
+    /// Set (never cleared) when the QP leaves the connected states for
+    /// good (error or disconnect): the receive half checks it per FPDU
+    /// without taking the lock.
+    stopped: AtomicBool,
     /// Wakes the transmit half.
     pub tx_wake: Notify,
     /// Wakes event waiters.
@@ -155,6 +165,7 @@ impl QpShared {
             inner: Mutex::new(QpInner {
                 state: QpState::Init,
                 rq: VecDeque::new(),
+                rq_taken: None,
                 sq: VecDeque::new(),
                 sq_outstanding: 0,
                 orq: VecDeque::new(),
@@ -170,6 +181,7 @@ impl QpShared {
                 peer_addr: None,
                 tx_closed: false,
             }),
+            stopped: AtomicBool::new(false),
             tx_wake: Notify::new(),
             event_wake: Notify::new(),
         }
@@ -239,6 +251,7 @@ impl QpShared {
         }
         tracing::debug!(qp = self.qp_num, %error, "QP error");
         g.state = QpState::Error;
+        self.stopped.store(true, Ordering::Release);
         g.terminate = terminate;
         g.error = Some(error.clone());
         g.events.push_back(CmEvent::ConnectionError(error));
@@ -246,6 +259,10 @@ impl QpShared {
         let mut recv_wcs = Vec::new();
         if let Some(f) = first {
             if f.opcode == WcOpcode::Recv {
+                if g.rq_taken == Some(f.wr_id) {
+                    // Reported with its error status, not flushed.
+                    g.rq_taken = None;
+                }
                 recv_wcs.push(f);
             } else {
                 send_wcs.push(f);
@@ -266,6 +283,7 @@ impl QpShared {
             return;
         }
         g.state = QpState::Disconnected;
+        self.stopped.store(true, Ordering::Release);
         g.events.push_back(CmEvent::Disconnected);
         let mut send_wcs = Vec::new();
         let mut recv_wcs = Vec::new();
@@ -296,10 +314,19 @@ impl QpShared {
             send_wcs.push(self.wc(id, WcStatus::WrFlushError, op, 0));
         }
         g.sq_outstanding = 0;
+        if let Some(id) = g.rq_taken.take() {
+            recv_wcs.push(self.wc(id, WcStatus::WrFlushError, WcOpcode::Recv, 0));
+        }
         for r in g.rq.drain(..) {
             recv_wcs.push(self.wc(r.wr_id, WcStatus::WrFlushError, WcOpcode::Recv, 0));
         }
         g.irq.clear();
+    }
+
+    /// True once the QP failed or was disconnected: nothing more is placed
+    /// or delivered.
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
     }
 
     /// Current state.

@@ -224,8 +224,9 @@ impl Rx {
         F: FnMut(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
     {
         let mut budget = RECV_BUDGET;
-        if self.sh.lock().error.is_some() {
-            // The QP failed elsewhere (e.g. a Read Response source check).
+        if self.sh.stopped() {
+            // The QP failed elsewhere (e.g. a Read Response source check)
+            // or was disconnected locally: nothing more is placed.
             self.dead = true;
         }
         loop {
@@ -357,6 +358,12 @@ impl Rx {
     }
 
     fn on_header_inner(&mut self) {
+        if self.sh.stopped() {
+            // Failed or disconnected while this stream was being read: the
+            // rest of the stream is ignored (review F7).
+            self.dead = true;
+            return;
+        }
         let ulpdu_len = usize::from(u16::from_be_bytes([self.hdr[0], self.hdr[1]]));
         let hlen = self.hdr_need - 2;
         if self.crc_on {
@@ -484,6 +491,7 @@ impl Rx {
                         self.defer(TerminateCause::DdpNoBuffer, None);
                         return;
                     };
+                    g.rq_taken = Some(wr.wr_id);
                     drop(g);
                     let cap = wr.sgl_len();
                     self.recv_cur = Some(CurRecv {
@@ -720,6 +728,12 @@ impl Rx {
                 raw[..20].copy_from_slice(&self.hdr[..20]);
                 raw[20..].copy_from_slice(&self.small[..READ_REQUEST_LEN]);
                 let mut g = self.sh.lock();
+                if self.sh.stopped() {
+                    // Failed or disconnected meanwhile: not answered.
+                    drop(g);
+                    self.dead = true;
+                    return;
+                }
                 g.irq.push_back(InboundRead { req, raw });
                 g.reads_in_service += 1;
                 drop(g);
@@ -742,6 +756,16 @@ impl Rx {
                     return;
                 };
                 self.send_msn = self.send_msn.wrapping_add(1);
+                {
+                    let mut g = self.sh.lock();
+                    if g.rq_taken != Some(cur.wr_id) || g.error.is_some() {
+                        // The QP died meanwhile and the WR was flushed.
+                        drop(g);
+                        self.dead = true;
+                        return;
+                    }
+                    g.rq_taken = None;
+                }
                 if let Some(stag) = invalidate {
                     if !self.sh.table.invalidate(stag, self.sh.pd, true) {
                         let wc = self.sh.wc(

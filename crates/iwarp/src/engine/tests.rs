@@ -808,6 +808,132 @@ fn responder_gate_holds_output_until_first_fpdu() {
     assert_eq!(a.wcs()[0].wr_id, 1);
 }
 
+/// Length of the first FPDU in a byte stream.
+fn first_fpdu_len(bytes: &[u8]) -> usize {
+    let ulpdu = usize::from(u16::from_be_bytes([bytes[0], bytes[1]]));
+    2 + ulpdu + pad_len(ulpdu) + 4
+}
+
+/// Review F6: a receive WR taken for a multi-segment Send completes (with
+/// an error or flush status) however the QP dies before the Send's last
+/// segment: a fatal error in another message, a CRC error, an orderly
+/// close or end of stream, or an error raised elsewhere.
+#[test]
+fn receive_taken_by_unfinished_send_is_flushed() {
+    for scenario in 0..5 {
+        let (mut a, mut b) = pair(true, 128);
+        let (_rr, rstag) = b.reg_zeroed(1000, Access::LOCAL_WRITE);
+        b.post_recv(RecvWr::new(9, vec![Sge::new(rstag, 0, 1000)]));
+        b.post_recv(RecvWr::new(10, vec![Sge::new(rstag, 0, 1000)]));
+        let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(data(600, 1))), Access::NONE);
+        a.post_send(SendWr::send(1, vec![Sge::new(sstag, 0, 600)]));
+        let out = a.out();
+        let first = first_fpdu_len(&out);
+        assert!(first < out.len(), "the Send must take several FPDUs");
+        assert_eq!(b.feed(&out[..first], usize::MAX), RxStatus::WouldBlock);
+        assert!(b.wcs().is_empty());
+        match scenario {
+            0 => {
+                // An RDMA Write to an invalid STag between the segments.
+                let w = fpdu(
+                    RdmapRepr::RdmaWrite {
+                        stag: 0x1234_5600,
+                        to: 0,
+                        last: true,
+                    },
+                    b"abcd",
+                );
+                assert_eq!(b.feed(&w, usize::MAX), RxStatus::Dead);
+            }
+            1 => {
+                // A valid Write whose CRC is corrupted.
+                let (_t, tstag) = b.reg_zeroed(8, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+                let mut w = fpdu(
+                    RdmapRepr::RdmaWrite {
+                        stag: tstag,
+                        to: 0,
+                        last: true,
+                    },
+                    b"abcd",
+                );
+                let n = w.len();
+                w[n - 1] ^= 1;
+                assert_eq!(b.feed(&w, usize::MAX), RxStatus::Dead);
+            }
+            2 => {
+                // End of stream at an FPDU boundary: the driver closes.
+                let st = b.rx.recv(|_| Ok(0)).unwrap();
+                assert_eq!(st, RxStatus::Eof);
+                b.sh.close();
+            }
+            3 => b.sh.close(),
+            _ => {
+                b.sh.fail(
+                    rdma_verbs::ConnError {
+                        remote: false,
+                        code: None,
+                        description: "elsewhere".into(),
+                    },
+                    None,
+                    None,
+                );
+                assert!(b.rx_dead_after_feed());
+            }
+        }
+        let st: Vec<_> = b.wcs().iter().map(|w| (w.wr_id, w.status)).collect();
+        // A CRC error in a Write (not a Send segment) flushes the receive
+        // like every other case.
+        assert_eq!(
+            st,
+            vec![(9, WcStatus::WrFlushError), (10, WcStatus::WrFlushError)],
+            "scenario {scenario}"
+        );
+        // The rest of the Send changes nothing.
+        b.feed(&out[first..], usize::MAX);
+        assert!(b.wcs().is_empty(), "scenario {scenario}");
+    }
+}
+
+/// Review F7: after a local disconnect the receive half places nothing
+/// more and queues no Read Request.
+#[test]
+fn nothing_is_placed_after_local_close() {
+    let (_a, mut b) = pair(true, 1024);
+    let (tr, tstag) = b.reg_zeroed(8, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let (_src, sstag) = b.reg(
+        MrBuffer::from(Bytes::from_static(b"secret!!")),
+        Access::REMOTE_READ,
+    );
+    b.sh.close();
+    let mut bytes = fpdu(
+        RdmapRepr::RdmaWrite {
+            stag: tstag,
+            to: 0,
+            last: true,
+        },
+        b"abcd",
+    );
+    let req = ReadRequestRepr {
+        sink_stag: 0x100,
+        sink_to: 0,
+        size: 8,
+        src_stag: sstag,
+        src_to: 0,
+    };
+    bytes.extend(fpdu(
+        RdmapRepr::RdmaReadRequest {
+            msn: 1,
+            mo: 0,
+            last: true,
+        },
+        &req.to_bytes(),
+    ));
+    assert_eq!(b.feed(&bytes, usize::MAX), RxStatus::Dead);
+    assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &[0u8; 8]);
+    assert!(b.sh.lock().irq.is_empty());
+    assert_eq!(b.sh.state(), QpState::Disconnected);
+}
+
 #[test]
 fn local_errors_fail_the_wr_and_flush_the_rest() {
     let (mut a, _b) = pair(true, 1024);

@@ -408,17 +408,28 @@ impl Drop for Listener {
     }
 }
 
-/// Bounds concurrently running MPA Request reads per listener.
+/// Bounds concurrently running MPA Request reads per listener: when a new
+/// connection arrives and all are busy, the oldest pending read is dropped
+/// (its connection closed), so idle sockets can delay a real handshake only
+/// by being newer than it (review F8).
 const MAX_PENDING_HANDSHAKES: usize = 64;
 
-/// Accepts TCP connections and runs each MPA Request read in its own task
-/// (bounded), so a slow or silent peer never delays other connections.
+/// Time a new connection has to deliver the 20-byte MPA Request header
+/// (capped by `handshake_timeout`): a silent socket holds a pending slot
+/// only this long.
+const MPA_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Pending MPA Request reads, oldest first (by accept sequence number).
+type Pending = Arc<Mutex<std::collections::BTreeMap<u64, tokio::task::AbortHandle>>>;
+
+/// Accepts TCP connections unconditionally and runs each MPA Request read
+/// in its own task, so a slow or silent peer never delays other
+/// connections; at most [`MAX_PENDING_HANDSHAKES`] reads are pending, the
+/// oldest is dropped to make room.
 async fn acceptor(listener: TcpListener, dev: Device, out: tokio::sync::mpsc::Sender<ConnRequest>) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES));
+    let pending: Pending = Arc::default();
+    let mut seq: u64 = 0;
     loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
@@ -427,14 +438,29 @@ async fn acceptor(listener: TcpListener, dev: Device, out: tokio::sync::mpsc::Se
                 continue;
             }
         };
+        seq += 1;
+        let id = seq;
         let dev = dev.clone();
         let out = out.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
+        let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+        while p.len() >= MAX_PENDING_HANDSHAKES {
+            if let Some((_, oldest)) = p.pop_first() {
+                tracing::debug!("too many pending MPA handshakes; dropping the oldest");
+                oldest.abort();
+            }
+        }
+        let done = pending.clone();
+        let task = tokio::spawn(async move {
             if let Some(r) = read_request(stream, peer, dev).await {
+                // Still pending while the application has 64 requests
+                // queued and takes none.
                 let _ = out.send(r).await;
             }
+            // Cannot run before the insert below: that holds the lock.
+            done.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
         });
+        p.insert(id, task.abort_handle());
+        drop(p);
     }
 }
 
@@ -443,17 +469,19 @@ async fn acceptor(listener: TcpListener, dev: Device, out: tokio::sync::mpsc::Se
 async fn read_request(mut stream: TcpStream, peer: SocketAddr, dev: Device) -> Option<ConnRequest> {
     let _ = stream.set_nodelay(true);
     let timeout = dev.inner.cfg.handshake_timeout;
-    let frame = match tokio::time::timeout(timeout, read_frame(&mut stream)).await {
-        Ok(Ok(f)) => f,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "bad MPA Request; closing");
-            return None;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "MPA Request timed out; closing");
-            return None;
-        }
-    };
+    let header_timeout = timeout.min(MPA_HEADER_TIMEOUT);
+    let frame =
+        match tokio::time::timeout(timeout, read_frame_within(&mut stream, header_timeout)).await {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "bad MPA Request; closing");
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "MPA Request timed out; closing");
+                return None;
+            }
+        };
     let req = match handshake::parse_request(&frame) {
         Ok(r) => r,
         Err(e) => {
@@ -645,12 +673,28 @@ fn fail_connect(qp: &Qp, e: VerbsError) -> VerbsError {
 
 /// Reads exactly one MPA Request/Reply frame (never more bytes than the frame).
 async fn read_frame(stream: &mut TcpStream) -> Result<Vec<u8>, VerbsError> {
+    read_frame_within(stream, Duration::MAX).await
+}
+
+/// [`read_frame`], failing if the 20-byte header is not in within
+/// `header_timeout`.
+async fn read_frame_within(
+    stream: &mut TcpStream,
+    header_timeout: Duration,
+) -> Result<Vec<u8>, VerbsError> {
     use tokio::io::AsyncReadExt;
+    let header_deadline = tokio::time::Instant::now().checked_add(header_timeout);
     let mut buf = vec![0u8; handshake::MAX_FRAME];
     let mut have = 0;
     let mut need = 20;
     loop {
-        let n = stream.read(&mut buf[have..need]).await?;
+        let read = stream.read(&mut buf[have..need]);
+        let n = match header_deadline.filter(|_| have < 20) {
+            Some(d) => tokio::time::timeout_at(d, read)
+                .await
+                .map_err(|_| VerbsError::Timeout("MPA Request header"))??,
+            None => read.await?,
+        };
         if n == 0 {
             return Err(VerbsError::Protocol(
                 "connection closed during the MPA exchange".into(),

@@ -853,6 +853,52 @@ async fn hostile_peers_do_not_block_the_listener() {
     assert_eq!(n, 0, "garbage connection must be closed without a reply");
 }
 
+/// Review F8: many idle TCP connections (more than the listener's pending
+/// handshake slots) do not delay a real MPA handshake, and a silent
+/// connection is closed after the short header timeout, well before the
+/// 10 s handshake timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_do_not_block_handshakes() {
+    let b = end(Config::default());
+    let l = b.dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = l.local_addr();
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // Some time for the listener to accept them all.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let a = end(Config::default());
+    let bqp = b.qp.clone();
+    let server = tokio::spawn(async move {
+        let req = l.next_request().await.unwrap();
+        assert_eq!(req.private_data(), b"real");
+        req.accept(&bqp, ConnParam::new(Bytes::new(), 1, 1))
+            .await
+            .unwrap()
+    });
+    let t = std::time::Instant::now();
+    a.dev
+        .connect(&a.qp, addr, ConnParam::new(&b"real"[..], 1, 1))
+        .await
+        .unwrap();
+    server.await.unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "real peer delayed by idle connections: {:?}",
+        t.elapsed()
+    );
+    // The newest idle connection (still pending) is closed by the header
+    // timeout, not after the 10 s handshake timeout.
+    let mut last = idle.pop().unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(6), last.read(&mut buf))
+        .await
+        .expect("silent connection not closed by the header timeout")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+}
+
 /// RFC 5044 §7.1.2 without RFC 6581 peer-to-peer mode: the responder's
 /// first FPDU waits for the initiator's first FPDU.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,6 +43,9 @@ pub(crate) struct Endpoint<D: Device> {
     next_wr: AtomicU64,
     ops: Mutex<HashMap<u64, Op<D::Mr>>>,
     recvs: Mutex<HashMap<u64, D::Mr>>,
+    /// Receive buffers whose message was copied out, ready to be posted
+    /// again (no allocation or zeroing per receive).
+    spare: Mutex<Vec<BytesMut>>,
     /// Registrations of unsignaled Sends, released by the next signaled
     /// one (the send queue completes in order); the count since the last
     /// signaled Send.
@@ -57,6 +60,9 @@ const SIGNAL_EVERY: u32 = 16;
 /// Only small registrations (a Send buffer, small gather sources) wait for
 /// a later completion; larger ones are released with their own.
 const DEFER_MAX_BYTES: usize = 16 << 10;
+
+/// Receive buffers kept for reuse beyond those posted.
+const SPARE_RECV_BUFFERS: usize = 64;
 
 /// Receives kept posted beyond the credits.
 pub(crate) const RECV_MARGIN: u32 = 4;
@@ -81,6 +87,7 @@ impl<D: Device> Endpoint<D> {
             next_wr: AtomicU64::new(1),
             ops: Mutex::new(HashMap::new()),
             recvs: Mutex::new(HashMap::new()),
+            spare: Mutex::new(Vec::new()),
             deferred: Mutex::new((Vec::new(), 0)),
             dead: AtomicBool::new(false),
             sq_depth,
@@ -91,9 +98,14 @@ impl<D: Device> Endpoint<D> {
         Ok(ep)
     }
 
-    /// Posts one receive with a fresh buffer of the advertised size.
+    /// Posts one receive with a buffer of the advertised size (a recycled
+    /// one when there is one: its stale bytes are local memory and only
+    /// the bytes the next message writes are ever read).
     pub fn post_recv(&self) -> Result<(), VerbsError> {
-        let buf = BytesMut::zeroed(self.recv_len);
+        let buf = match lock(&self.spare).pop() {
+            Some(b) => b,
+            None => BytesMut::zeroed(self.recv_len),
+        };
         let mr = self
             .pd
             .register(MrBuffer::Mutable(buf), Access::LOCAL_WRITE)
@@ -114,15 +126,24 @@ impl<D: Device> Endpoint<D> {
     }
 
     /// The bytes of a completed receive (`None` for a failed or unknown one).
+    ///
+    /// The message is copied out of the receive buffer (at most the inline
+    /// threshold, usually a few hundred bytes) and the buffer is kept for
+    /// the next receive, as xprtrdma keeps its receive buffers: cheaper than
+    /// allocating and zeroing a fresh buffer per message.
     pub fn take_recv(&self, wc: &WorkCompletion) -> Option<Bytes> {
         let mr = lock(&self.recvs).remove(&wc.wr_id)?;
-        let buf = mr.deregister()?;
-        if !wc.is_success() {
-            return None;
+        let buf = mr.deregister()?.try_into_bytes_mut().ok()?;
+        let msg = wc
+            .is_success()
+            .then(|| Bytes::copy_from_slice(&buf[..(wc.byte_len as usize).min(buf.len())]));
+        if buf.len() == self.recv_len {
+            let mut spare = lock(&self.spare);
+            if spare.len() < SPARE_RECV_BUFFERS {
+                spare.push(buf);
+            }
         }
-        let mut b = buf.try_into_bytes_mut().ok()?;
-        b.truncate(wc.byte_len as usize);
-        Some(b.freeze())
+        msg
     }
 
     /// A fresh work request id.

@@ -77,6 +77,12 @@ pub struct RdmaConfig {
     /// chunks) one connection may hold at once; calls wait for room, a single
     /// call needing more is answered ERR_CHUNK (default 256 MiB).
     pub max_read_bytes_per_connection: usize,
+    /// Responder: bytes of RDMA Read sinks all connections together may
+    /// hold at once, so that many connections cannot add up to more memory
+    /// than this (default 1 GiB). Calls wait for room; a single call needing
+    /// more than this (or than the per-connection limit) is answered
+    /// ERR_CHUNK. A quarter of it at most is kept as pooled sinks for reuse.
+    pub max_read_bytes: usize,
     /// Responder: how long [`RdmaServer::shutdown`](crate::RdmaServer::shutdown)
     /// waits for in-flight calls before closing (default 5 s).
     pub shutdown_grace: Duration,
@@ -107,6 +113,7 @@ impl Default for RdmaConfig {
             default_max_reply: 1 << 20,
             connect_timeout: Duration::from_secs(5),
             max_read_bytes_per_connection: 256 << 20,
+            max_read_bytes: 1 << 30,
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
             read_timeout: Duration::from_secs(60),

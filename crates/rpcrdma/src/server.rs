@@ -98,10 +98,16 @@ struct SrvShared<D: Device> {
     next_conn: AtomicU64,
     /// One permit per open connection (or connection being set up).
     conn_slots: Arc<Semaphore>,
+    /// Read-sink bytes all connections may hold, in [`BUDGET_UNIT`]s.
+    read_budget: Arc<Semaphore>,
+    read_budget_units: u64,
+    /// RDMA Read sinks handed back after their call ended, for reuse by any
+    /// connection (no allocation, page faults or zeroing on the next call).
+    sinks: Mutex<Vec<BytesMut>>,
 }
 
-/// Read sinks kept for reuse per connection.
-const SINK_POOL: usize = 8;
+/// Read sinks kept for reuse.
+const SINK_POOL: usize = 32;
 /// Smallest sink worth keeping.
 const SINK_MIN: usize = 64 << 10;
 
@@ -117,9 +123,6 @@ struct SConn<D: Device> {
     /// Read-sink bytes this connection may hold, in [`BUDGET_UNIT`]s.
     read_budget: Arc<Semaphore>,
     read_budget_units: u64,
-    /// RDMA Read sinks handed back after their call ended, for reuse (no
-    /// allocation, page faults or zeroing on the next call).
-    sinks: Mutex<Vec<BytesMut>>,
     credits: Mutex<ResponderCredits>,
     in_process: AtomicU32,
     posted: u32,
@@ -165,6 +168,8 @@ impl<D: Device> RdmaServer<D> {
         let listener = dev.listen(addr).await?;
         let local_addr = listener.local_addr();
         let config_max_connections = config.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        let read_units = (config.max_read_bytes as u64 / BUDGET_UNIT)
+            .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize) as u64);
         let shared = Arc::new(SrvShared {
             dev,
             config,
@@ -176,6 +181,9 @@ impl<D: Device> RdmaServer<D> {
             tasks: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(1),
             conn_slots: Arc::new(Semaphore::new(config_max_connections)),
+            read_budget: Arc::new(Semaphore::new(read_units as usize)),
+            read_budget_units: read_units,
+            sinks: Mutex::new(Vec::new()),
         });
         let sh = shared.clone();
         let accept = tokio::spawn(async move { sh.accept_loop(listener).await });
@@ -339,7 +347,6 @@ impl<D: Device> SrvShared<D> {
             no_reads: info.initiator_depth == 0,
             read_budget: Arc::new(Semaphore::new(units as usize)),
             read_budget_units: units,
-            sinks: Mutex::new(Vec::new()),
             credits: Mutex::new(ResponderCredits::new(grant, grant)),
             in_process: AtomicU32::new(0),
             posted: grant,
@@ -594,7 +601,7 @@ impl<D: Device> SConn<D> {
     /// A sink of `len` bytes, from the pool when one fits. Its old contents
     /// are overwritten entirely by the RDMA Reads before anyone sees it.
     fn sink(&self, len: usize) -> BytesMut {
-        let mut pool = lock(&self.sinks);
+        let mut pool = lock(&self.srv.sinks);
         if let Some(i) = pool.iter().position(|b| b.capacity() >= len) {
             let mut b = pool.swap_remove(i);
             drop(pool);
@@ -609,12 +616,12 @@ impl<D: Device> SConn<D> {
         BytesMut::zeroed(len)
     }
 
-    /// Takes sinks back once nothing else refers to them. The pool holds
-    /// at most a quarter of the connection's read budget in bytes (review
-    /// F3: pooled sinks are memory the budget no longer counts).
+    /// Takes sinks back once nothing else refers to them. The server's
+    /// pool holds at most a quarter of the server-wide read budget in bytes
+    /// (review F3: pooled sinks are memory the budget no longer counts).
     fn recycle(&self, bufs: Vec<Bytes>) {
-        let cap = self.srv.config.max_read_bytes_per_connection / 4;
-        let mut pool = lock(&self.sinks);
+        let cap = self.srv.config.max_read_bytes / 4;
+        let mut pool = lock(&self.srv.sinks);
         let mut held: usize = pool.iter().map(|b| b.capacity()).sum();
         for b in bufs {
             if pool.len() >= SINK_POOL || b.len() < SINK_MIN {
@@ -700,19 +707,27 @@ impl<D: Device> SConn<D> {
             .chain(call.reassembly.chunks.iter())
             .map(|c| c.len.div_ceil(BUDGET_UNIT))
             .sum();
-        if need > self.read_budget_units {
+        if need > self.read_budget_units || need > srv.read_budget_units {
             stats.counters.add_action(Action::ReplyErrChunk);
             self.send_plain(&err_chunk, &[], slot);
             return Ok(());
         }
+        // The connection's share first, then the server's: a connection
+        // waits for its own calls before it competes with the others.
         let _budget = if need > 0 {
-            Some(
-                self.read_budget
-                    .clone()
-                    .acquire_many_owned(need as u32)
-                    .await
-                    .map_err(|_| TransportError::ConnectionLost)?,
-            )
+            let conn = self
+                .read_budget
+                .clone()
+                .acquire_many_owned(need as u32)
+                .await
+                .map_err(|_| TransportError::ConnectionLost)?;
+            let server = srv
+                .read_budget
+                .clone()
+                .acquire_many_owned(need as u32)
+                .await
+                .map_err(|_| TransportError::ConnectionLost)?;
+            Some((conn, server))
         } else {
             None
         };

@@ -41,6 +41,39 @@ async fn remote_invalidation_on_and_off() {
 }
 
 #[tokio::test]
+async fn server_wide_read_budget_is_shared_by_connections() {
+    let dev = Fabric::new();
+    let scfg = RdmaConfig {
+        max_read_bytes: 64 << 10,
+        ..Default::default()
+    };
+    let srv = common::server(dev.clone(), scfg).await;
+    let a = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let b = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let (ta, tb) = (common::typed(&a), common::typed(&b));
+    // Above the server-wide budget although far below the connection's.
+    match tb.put(Bytes::from(vec![1u8; 100_000])).await {
+        Err(rdmatest::ClientError::Rpc(e)) => assert_eq!(
+            rpcrdma::TransportError::from_rpc(&e),
+            Some(&rpcrdma::TransportError::ErrChunk)
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Calls on both connections wait for room in turn and all complete.
+    let mut hs = Vec::new();
+    for i in 0..20u8 {
+        let t = if i % 2 == 0 { ta.clone() } else { tb.clone() };
+        hs.push(tokio::spawn(async move {
+            t.put(Bytes::from(vec![i; 40_000])).await
+        }));
+    }
+    for h in hs {
+        h.await.unwrap().unwrap();
+    }
+    srv.shutdown().await;
+}
+
+#[tokio::test]
 async fn read_budget_bounds_what_a_peer_makes_us_allocate() {
     let dev = Fabric::new();
     let scfg = RdmaConfig {

@@ -787,7 +787,14 @@ impl<D: Device> SConn<D> {
         let reply = match srv.dispatcher.dispatch(args).await {
             DispatchOutcome::Reply(r) => r,
             DispatchOutcome::Drop(reason) => {
-                tracing::debug!(xid, ?reason, "dispatcher dropped the call");
+                // Over TCP such a message is dropped; here the transport
+                // header already named the XID, and an RPC message that is
+                // truncated or not a CALL is an XDR error of the Transport
+                // stream: RFC 8166 §4.5.2 requires ERR_CHUNK, which also
+                // completes the requester's call and frees its credit.
+                tracing::debug!(xid, ?reason, "RPC message is not a call; ERR_CHUNK");
+                stats.counters.add_action(Action::ReplyErrChunk);
+                self.send_plain(&err_chunk, &[], slot);
                 return Ok(());
             }
         };

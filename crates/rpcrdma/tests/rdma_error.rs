@@ -148,6 +148,37 @@ async fn read_chunk_on_ineligible_procedure_gets_err_chunk_and_no_private_data_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_rpc_call_gets_err_chunk() {
+    let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
+    let pd = RdmaConfig::default().private_data().encode();
+    let mut raw = Raw::connect(srv.local_addr(), &pd).await;
+    // A valid RDMA_MSG header, then a CALL header cut short after its XID
+    // and msg_type: an XDR error of the Transport stream (RFC 8166 §4.5.2),
+    // answered with ERR_CHUNK, never silence. (A REPLY here is discarded
+    // instead: it may be a backchannel reply, RFC 8167.)
+    for (xid, rpc) in [(21u32, vec![21, 0]), (22, vec![22, 0, 2, common::PROG])] {
+        let mut m = vec![xid, 1, 1, 0, 0, 0, 0];
+        m.extend(rpc);
+        let reply = raw.exchange(words(&m)).await;
+        let h = Header::parse(&reply, &DecodeLimits::default()).unwrap();
+        assert_eq!(h.xid, xid);
+        assert!(
+            matches!(h.body, Body::Error(ErrorBody::Chunk)),
+            "{:?}",
+            h.body
+        );
+    }
+    // The connection goes on serving.
+    let mut m = vec![23, 1, 1, 0, 0, 0, 0];
+    m.extend(null_call(23));
+    let reply = raw.exchange(words(&m)).await;
+    let h = Header::parse(&reply, &DecodeLimits::default()).unwrap();
+    assert!(matches!(h.body, Body::Msg { .. }));
+    assert_eq!(srv.stats().counters.snapshot().err_chunk, 2);
+    srv.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requester_exceeding_its_grant_is_disconnected_alone() {
     let cfg = RdmaConfig {
         credits: 2,

@@ -53,6 +53,9 @@ struct FabricInner {
     next_key: AtomicU32,
     next_id: AtomicU32,
     next_port: AtomicU16,
+    /// Fault injection: 0 = off; otherwise the RDMA Write post that brings
+    /// it down to 0 is refused (see [`Fabric::refuse_rdma_write_after`]).
+    refuse_write_in: AtomicU32,
 }
 
 impl FabricInner {
@@ -74,6 +77,16 @@ impl Fabric {
     /// A new, empty fabric.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Fault injection for tests: after `n` more RDMA Write posts succeed
+    /// (on any queue pair of the fabric), the next one is refused with
+    /// [`VerbsError::QueueFull`], as a full send queue would refuse it; the
+    /// queue pair itself stays usable. Refuses one post, then none.
+    pub fn refuse_rdma_write_after(&self, n: u32) {
+        self.inner
+            .refuse_write_in
+            .store(n.saturating_add(1), Ordering::Relaxed);
     }
 
     /// Fails every connected queue pair of the fabric at once (a fault
@@ -535,6 +548,15 @@ impl rdma_verbs::QueuePair for Qp {
                 return Ok(());
             }
             _ => return Err(VerbsError::InvalidState("not connected")),
+        }
+        if let SendOp::RdmaWrite { .. } = wr.op {
+            let before =
+                q.fabric
+                    .refuse_write_in
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            if before == Ok(1) {
+                return Err(VerbsError::QueueFull("send queue (injected)"));
+            }
         }
         match q.execute(&wr) {
             Ok(()) => {

@@ -155,3 +155,50 @@ async fn reused_result_buffer_with_stale_bytes() {
     t.get_into(250_000, 9, d).await.unwrap();
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn failed_post_in_the_middle_of_a_reply_gets_err_chunk_and_the_connection_lives() {
+    use oncrpc::{Payload, Request};
+    let dev = Fabric::new();
+    let srv = common::server(dev.clone(), RdmaConfig::default()).await;
+    let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let get2 = || {
+        let mut a = Payload::builder();
+        a.item(&rdmatest::Get2Args {
+            len_a: 10_000,
+            len_b: 20_000,
+            seed: 3,
+        });
+        Request::new(
+            common::PROG,
+            common::VERS,
+            rdmatest::proto::PROC_GET2,
+            a.finish(),
+        )
+        .with_result_buf(bytes::BytesMut::with_capacity(10_000))
+        .with_result_buf(bytes::BytesMut::with_capacity(20_000))
+    };
+    // GET2's reply is two RDMA Writes, then the Send: the first Write is
+    // posted, the second refused.
+    dev.refuse_rdma_write_after(1);
+    match c.call_with_report(get2()).await {
+        Err(e) => assert_eq!(
+            rpcrdma::TransportError::from_rpc(&e),
+            Some(&rpcrdma::TransportError::ErrChunk),
+            "{e:?}"
+        ),
+        Ok((_, r)) => panic!("call succeeded: {r}"),
+    }
+    // Same connection, no reconnect: later calls, GET2 included, verify.
+    let t = common::typed(&c);
+    let r = t.get2(10_000, 20_000, 3).await.unwrap();
+    assert_eq!((r.a.len(), r.b.len()), (10_000, 20_000));
+    t.null().await.unwrap();
+    assert_eq!(
+        c.stats()
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    srv.shutdown().await;
+}

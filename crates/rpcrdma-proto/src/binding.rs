@@ -96,6 +96,13 @@ pub trait UpperLayerBinding: Send + Sync {
     /// Reply estimate for a call of `proc_` with these arguments; `None` for
     /// an unknown procedure or arguments too short to tell.
     fn reply_estimate(&self, proc_: u32, args: ArgsView<'_>) -> Option<ReplyEstimate>;
+    /// Where DDP-eligible results sit in a reduced reply, for a Requester
+    /// to put Write-chunk data back (§3.4.6). `None` (the default): the
+    /// Requester offers no Write chunks for this program, and its results
+    /// come inline or in a Reply chunk.
+    fn reply_layout(&self) -> Option<&dyn ReplyLayout> {
+        None
+    }
 }
 
 /// Look-up of bindings by program and version (what a Responder consults).
@@ -164,4 +171,7 @@ impl BindingLookup for NoBindings {
     }
 }
 
+pub mod layout;
 pub mod rdmatest;
+
+pub use layout::{DdpPlacement, LayoutError, ReplyLayout};

@@ -13,8 +13,8 @@
 //!   reconnect backoff, remote invalidation, ORD/IRD — with documented
 //!   defaults.
 //! - [`Bindings`]: the Upper-Layer Bindings (RFC 8166 §6) known to both
-//!   sides, plus the reply layouts the requester needs to put Write-chunk
-//!   data back in place.
+//!   sides, each with the [`ReplyLayout`] the requester needs to put
+//!   Write-chunk data back in place.
 //!
 //! Every protocol rule lives in `rpcrdma-proto` (plans, validation,
 //! credits, private data); this crate executes the plans with verbs.
@@ -34,6 +34,7 @@ pub use client::{ClientStats, RdmaClient};
 pub use config::{Backoff, RdmaConfig};
 pub use error::TransportError;
 pub use report::{CallReport, MessageKind, ReplyMode};
+pub use rpcrdma_proto::binding::{DdpPlacement, LayoutError, ReplyLayout};
 pub use rpcrdma_proto::marshal::{CallKind, Thresholds};
 pub use server::{RdmaServer, ServerStats};
-pub use ulb::{Bindings, DdpPlacement, RdmatestLayout, ReplyLayout};
+pub use ulb::Bindings;

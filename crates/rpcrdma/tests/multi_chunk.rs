@@ -8,7 +8,7 @@ use std::ops::RangeInclusive;
 
 use oncrpc::{Call, Dispatcher, Payload, ProcError, Request, Service};
 use rdma_verbs::Device;
-use rpcrdma::{Bindings, CallKind, RdmaClient, RdmaConfig, RdmaServer, RdmatestLayout};
+use rpcrdma::{Bindings, CallKind, RdmaClient, RdmaConfig, RdmaServer};
 use rpcrdma_proto::binding::{
     ArgsView, DdpItem, ProcedureBinding, ReplyEstimate, UpperLayerBinding,
 };
@@ -80,7 +80,7 @@ impl UpperLayerBinding for Put2Binding {
 
 fn bindings() -> Bindings {
     let mut b = Bindings::rdmatest();
-    b.add(Put2Binding, None::<RdmatestLayout>);
+    b.add(Put2Binding);
     b
 }
 

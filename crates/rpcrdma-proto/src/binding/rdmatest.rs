@@ -11,7 +11,9 @@
 //! | 4    | GET2  | struct { len_a; len_b; seed}| struct { opaque a<>; marker; opaque b<> } | results `a`, `b`      |
 //! | 5    | SLEEP | uint32                      | void                                      | none                  |
 
+use super::layout::{locate_opaque, word, DdpPlacement, LayoutError, ReplyLayout};
 use super::{ArgsView, DdpItem, ProcedureBinding, ReplyEstimate, UpperLayerBinding};
+use crate::reassemble::WriteChunkCursor;
 
 /// RDMATEST program number.
 pub const PROGRAM: u32 = 0x2000_5244;
@@ -62,6 +64,10 @@ pub struct RdmatestBinding;
 impl UpperLayerBinding for RdmatestBinding {
     fn program(&self) -> u32 {
         PROGRAM
+    }
+
+    fn reply_layout(&self) -> Option<&dyn ReplyLayout> {
+        Some(self)
     }
 
     fn version(&self) -> u32 {
@@ -123,6 +129,30 @@ impl UpperLayerBinding for RdmatestBinding {
     }
 }
 
+/// The RDMATEST reply layout (GET: `status` then `data`; GET2: `a`,
+/// `marker`, `b`).
+impl ReplyLayout for RdmatestBinding {
+    fn locate(
+        &self,
+        proc_: u32,
+        results: &[u8],
+        cursor: &mut WriteChunkCursor,
+    ) -> Result<Vec<DdpPlacement>, LayoutError> {
+        let mut out = Vec::new();
+        match proc_ {
+            procs::GET if word(results, 0)? == 0 => {
+                locate_opaque(results, 4, cursor, &mut out)?;
+            }
+            procs::GET2 => {
+                let after_a = locate_opaque(results, 0, cursor, &mut out)?;
+                locate_opaque(results, after_a + 4, cursor, &mut out)?;
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +209,57 @@ mod tests {
         assert!(b
             .reply_estimate(procs::GET, ArgsView { head: &[], len: 0 })
             .is_none());
+    }
+
+    mod layout {
+        use super::super::*;
+        use crate::wire::{Segment, WriteChunkRepr};
+
+        fn chunk(len: u32) -> WriteChunkRepr {
+            WriteChunkRepr {
+                segments: vec![Segment {
+                    handle: 1,
+                    length: len,
+                    offset: 0,
+                }],
+            }
+        }
+
+        #[test]
+        fn get2_with_first_result_inline() {
+            // a (5 bytes) forced inline by an empty Write chunk; b in chunk 1.
+            let mut r = Vec::new();
+            r.extend_from_slice(&5u32.to_be_bytes());
+            r.extend_from_slice(&[1, 2, 3, 4, 5, 0, 0, 0]);
+            r.extend_from_slice(&0xFEED_FACEu32.to_be_bytes());
+            r.extend_from_slice(&9u32.to_be_bytes());
+            let wl = [WriteChunkRepr::default(), chunk(9)];
+            let mut cur = WriteChunkCursor::from_repr(&wl);
+            let p = RdmatestBinding.locate(procs::GET2, &r, &mut cur).unwrap();
+            assert_eq!(
+                p,
+                vec![DdpPlacement {
+                    offset: 20,
+                    chunk: 1,
+                    len: 9
+                }]
+            );
+        }
+
+        #[test]
+        fn get_status_one_has_no_result_and_truncation_errors() {
+            let wl = [chunk(0)];
+            let mut cur = WriteChunkCursor::from_repr(&wl);
+            assert!(RdmatestBinding
+                .locate(procs::GET, &1u32.to_be_bytes(), &mut cur)
+                .unwrap()
+                .is_empty());
+            let mut cur = WriteChunkCursor::from_repr(&wl);
+            assert!(RdmatestBinding
+                .locate(procs::GET, &0u32.to_be_bytes(), &mut cur)
+                .is_err());
+            // An offset near usize::MAX is an error, not an overflow.
+            assert!(word(&[0; 8], usize::MAX - 1).is_err());
+        }
     }
 }

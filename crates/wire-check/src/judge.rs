@@ -69,19 +69,17 @@ pub struct Connection {
     pub rpcs: u64,
     /// RPC messages reassembled from chunks (Read/Reply chunks, multi-FPDU Sends).
     pub reassembled: u64,
-    /// Read chunks tshark 4.0 cannot reassemble (segments sharing an STag).
-    pub unreassemblable_reads: u64,
     /// Replies with Write chunks (reduced message checked; chunk data not reinserted by tshark).
     pub write_chunk_replies: u64,
-    /// Replies with Write chunks sharing a frame with the chunk's last RDMA
-    /// Write, which tshark 4.0 misdecodes (per-frame reassembly state).
-    pub write_chunk_same_frame: u64,
-    /// Read-chunk calls whose chunk completed in a frame where tshark 4.0
-    /// already reassembled another RPC (it keeps one reassembly per frame).
-    pub read_chunk_same_frame: u64,
-    /// Read-chunk calls reusing a handle an earlier chunk on the same
-    /// connection used (tshark 4.0 keeps the stale segment).
-    pub reused_handle_reads: u64,
+    /// Calls with a Read chunk, or RDMA_NOMSG replies, whose chunk handle
+    /// an earlier call on the same connection already used: tshark 4.0
+    /// files chunk segments per connection by handle (and offset), finds
+    /// the stale segment and cannot reassemble them. Counted, not failed,
+    /// and not checked further.
+    pub reused_handle_chunks: u64,
+    /// Calls whose RPC message did not decode that the responder answered
+    /// with RDMA_ERROR (their failures are excused).
+    pub error_answered_calls: u64,
     /// TCP flow-control warnings (not failures).
     pub flow_control_warnings: u64,
     /// Failed checks.
@@ -99,6 +97,8 @@ pub struct Verdict {
     pub other_tcp_streams: u64,
     /// Frames tshark decoded.
     pub frames: u64,
+    /// What re-segmenting the capture did (zero when judged as it was).
+    pub resegment: crate::resegment::Stats,
 }
 
 impl Verdict {
@@ -107,6 +107,28 @@ impl Verdict {
         self.connections
             .iter()
             .flat_map(|c| c.failures.iter().map(move |f| (c, f)))
+    }
+    /// Replaces every frame number `n` (1-based) by `map[n - 1]`: the
+    /// numbers of the capture a re-segmented one was made from.
+    pub fn remap(&mut self, map: &[u64]) {
+        let m = |n: &mut u64| {
+            if let Some(o) = usize::try_from(*n)
+                .ok()
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| map.get(i))
+            {
+                *n = *o;
+            }
+        };
+        for c in &mut self.connections {
+            m(&mut c.first_frame);
+            if let Class::Terminated { frame, .. } = &mut c.class {
+                m(frame);
+            }
+            for f in c.failures.iter_mut().chain(c.excused.iter_mut()) {
+                m(&mut f.frame);
+            }
+        }
     }
     /// True when nothing failed.
     pub fn passed(&self) -> bool {
@@ -122,7 +144,6 @@ struct QueueState {
 
 struct PendingRead {
     sink_stag: u32,
-    src_stag: u32,
     remaining: u64,
     frame: u64,
 }
@@ -186,11 +207,9 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
         rpcordma: BTreeMap::new(),
         rpcs: 0,
         reassembled: 0,
-        unreassemblable_reads: 0,
         write_chunk_replies: 0,
-        write_chunk_same_frame: 0,
-        read_chunk_same_frame: 0,
-        reused_handle_reads: 0,
+        reused_handle_chunks: 0,
+        error_answered_calls: 0,
         flow_control_warnings: 0,
         failures: Vec::new(),
         excused: Vec::new(),
@@ -269,11 +288,15 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
     let mut reads: HashMap<u16, VecDeque<PendingRead>> = HashMap::new();
     // XIDs whose RPC message tshark must produce by reassembly later.
     let mut pending_rpc: HashMap<(u32, bool), u64> = HashMap::new();
-    // Read-chunk handle -> XID of the call, frame where the chunk's last
-    // Read Response arrived, frames where tshark reassembled an RPC.
-    let mut handle_xid: HashMap<u32, u32> = HashMap::new();
-    let mut chunk_done: HashMap<u32, u64> = HashMap::new();
-    let mut reassembly_frames: HashSet<u64> = HashSet::new();
+    // Every handle the requester's calls offered so far (any chunk list).
+    let mut handles: HashSet<u32> = HashSet::new();
+    // XIDs of replies expected through a Reply chunk whose handle was
+    // reused (tshark 4.0 cannot reassemble those).
+    let mut reused_reply: HashSet<u32> = HashSet::new();
+    // Calls whose RPC message did not decode (XID -> frame), and the frames
+    // of those the responder answered with RDMA_ERROR.
+    let mut calls_without_rpc: HashMap<u32, u64> = HashMap::new();
+    let mut answered: HashSet<u64> = HashSet::new();
     for f in fs {
         if f.number > cut {
             break;
@@ -281,7 +304,6 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
         let dir = f.src_port;
         let items = &f.items;
         let mut i = 0;
-        let mut write_in_frame = false;
         while i < items.len() {
             let it = &items[i];
             i += 1;
@@ -344,7 +366,6 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
                         match d.read_request {
                             Some(r) => reads.entry(dir).or_default().push_back(PendingRead {
                                 sink_stag: r.sink_stag,
-                                src_stag: r.src_stag,
                                 remaining: r.size,
                                 frame: f.number,
                             }),
@@ -381,9 +402,6 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
                                     r.remaining -= len;
                                 }
                                 if d.last {
-                                    if let Some(x) = handle_xid.get(&r.src_stag) {
-                                        chunk_done.insert(*x, f.number);
-                                    }
                                     if r.remaining != 0 {
                                         let w = format!("Read Response ended {} bytes short of the Read Request (frame {})", r.remaining, r.frame);
                                         fail(&mut c, f.number, w);
@@ -410,18 +428,20 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
                         j += 1;
                     }
                     i = j;
+                    let from_requester = dir == c.initiator;
                     judge_payload(
                         &mut c,
                         f.number,
                         op,
                         d.last,
-                        write_in_frame,
+                        from_requester,
                         &inner,
                         &mut pending_rpc,
-                        &mut handle_xid,
-                        &mut reassembly_frames,
+                        &mut handles,
+                        &mut reused_reply,
+                        &mut calls_without_rpc,
+                        &mut answered,
                     );
-                    write_in_frame |= op == opcode::WRITE;
                 }
                 Item::Rpcordma(_) | Item::Rpc(_) | Item::Reassembled { .. } => {
                     fail(&mut c, f.number, "RPC layer outside an FPDU".into())
@@ -448,16 +468,6 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
         let mut p: Vec<_> = pending_rpc.iter().collect();
         p.sort_by_key(|(_, f)| **f);
         for ((xid, call), frame) in p {
-            // tshark 4.0 keeps one reassembly per frame: when the chunk
-            // completed in a frame where another RPC was reassembled, it
-            // cannot produce this one.
-            if chunk_done
-                .get(xid)
-                .is_some_and(|f| reassembly_frames.contains(f))
-            {
-                c.read_chunk_same_frame += 1;
-                continue;
-            }
             let w = format!(
                 "RPC {} XID {xid:#010x} announced with chunks was never reassembled by tshark",
                 if *call { "call" } else { "reply" }
@@ -481,6 +491,20 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
         };
         fail(&mut c, *frame, format!("expert {kind}: {msg}"));
     }
+    // Calls whose RPC message did not decode and that the responder
+    // answered with RDMA_ERROR (RFC 8166 §4.5): the fault was seen and
+    // answered as the protocol requires; their failures (the call's
+    // decode, expert items of its frame) are excused, not dropped.
+    c.error_answered_calls = answered.len() as u64;
+    let (excused, kept): (Vec<_>, Vec<_>) = c
+        .failures
+        .drain(..)
+        .partition(|x| answered.contains(&x.frame));
+    c.excused.extend(excused.into_iter().map(|f| Failure {
+        frame: f.frame,
+        what: format!("answered by RDMA_ERROR: {}", f.what),
+    }));
+    c.failures = kept;
     // A Terminate excuses failures in what its sender received just
     // before it (the fault it reacted to): FPDUs from the other peer after
     // the last frame that its sender sent before the Terminate... kept
@@ -508,7 +532,10 @@ fn judge_connection(stream: u64, fs: &[&Frame], expert: &[(u64, u32, &str)]) -> 
             .failures
             .drain(..)
             .partition(|x| toward.contains(&x.frame) && x.frame > last_own.min(frame));
-        c.excused = excused;
+        c.excused.extend(excused.into_iter().map(|f| Failure {
+            frame: f.frame,
+            what: format!("answered by a Terminate: {}", f.what),
+        }));
         c.failures = kept;
     }
     c
@@ -521,11 +548,13 @@ fn judge_payload(
     frame: u64,
     op: u8,
     last: bool,
-    write_in_frame: bool,
+    from_requester: bool,
     inner: &[&Item],
     pending: &mut HashMap<(u32, bool), u64>,
-    handle_xid: &mut HashMap<u32, u32>,
-    reassembly_frames: &mut HashSet<u64>,
+    handles: &mut HashSet<u32>,
+    reused_reply: &mut HashSet<u32>,
+    calls_without_rpc: &mut HashMap<u32, u64>,
+    answered: &mut HashSet<u64>,
 ) {
     let reassembled = inner.iter().any(|i| matches!(i, Item::Reassembled { .. }));
     let rpcordma = inner.iter().find_map(|i| match i {
@@ -540,9 +569,6 @@ fn judge_payload(
         })
         .collect();
     c.rpcs += rpcs.len() as u64;
-    if reassembled && !rpcs.is_empty() {
-        reassembly_frames.insert(frame);
-    }
     if opcode::is_send(op)
         && last
         && rpcordma.is_none()
@@ -560,79 +586,82 @@ fn judge_payload(
             let s: HashSet<u32> = h.iter().copied().collect();
             s.len() != h.len()
         };
-        match r.msg_type {
-            msg_type::MSG | msg_type::MSGP | msg_type::NOMSG => {
-                if r.reads > 0 {
-                    // Reassembled in the last Read Response's frame.
-                    // packet-rpcrdma.c files chunk segments by handle alone
-                    // for the whole conversation: a handle shared inside the
-                    // chunk, or already used by an earlier chunk on this
-                    // connection, finds a stale segment and never completes.
-                    let reused = r.read_handles.iter().any(|h| handle_xid.contains_key(h));
-                    if reused {
-                        c.reused_handle_reads += 1;
-                    }
-                    if shared(&r.read_handles) {
-                        c.unreassemblable_reads += 1;
-                    } else if reused {
-                        for h in &r.read_handles {
-                            handle_xid.insert(*h, r.xid);
-                        }
-                    } else {
-                        pending.insert((r.xid, true), frame);
-                        for h in &r.read_handles {
-                            handle_xid.insert(*h, r.xid);
-                        }
-                    }
-                } else if r.msg_type == msg_type::NOMSG
-                    && r.reply > 0
-                    && !r.reply_handles.is_empty()
-                {
-                    // A call offering a Reply chunk (no data) or a reply
-                    // sent through it (reassembled here).
-                    if rpcs.is_empty() {
-                        // The call: its RPC body is elsewhere (read list);
-                        // nothing decodes here.
-                    }
-                } else if r.msg_type == msg_type::NOMSG {
-                    // RDMA_NOMSG reply: the RPC reply came in the Reply
-                    // chunk and must be reassembled here.
-                    if rpc_here.is_none() {
-                        c.failures.push(Failure {
-                            frame,
-                            what: format!("RDMA_NOMSG XID {:#010x}: Reply chunk not reassembled into an RPC reply", r.xid),
-                        });
-                    }
+        let no_rpc = |c: &mut Connection, what: &str| {
+            c.failures.push(Failure {
+                frame,
+                what: format!(
+                    "{} XID {:#010x}: {what} (RPC messages decoded here: {:?})",
+                    msg_type::name(r.msg_type),
+                    r.xid,
+                    rpcs.iter()
+                        .map(|x| format!("{:#010x}", x.xid))
+                        .collect::<Vec<_>>()
+                ),
+            })
+        };
+        let data = matches!(r.msg_type, msg_type::MSG | msg_type::MSGP | msg_type::NOMSG);
+        if data && from_requester {
+            // A call (RFC 8166 §3.5): its RPC message is inline, or
+            // reassembled from Read chunks in the frame of the last Read
+            // Response (tshark files segments by handle for the whole
+            // connection, so a handle an earlier call offered finds a
+            // stale segment and can never complete).
+            let reused = |h: &[u32]| h.iter().any(|h| handles.contains(h));
+            if r.reads > 0 {
+                if shared(&r.read_handles) {
+                    no_rpc(c, "Read list names one handle in several segments");
+                } else if reused(&r.read_handles) {
+                    c.reused_handle_chunks += 1;
                 } else {
-                    match rpc_here {
-                        Some(_) => {
-                            if r.writes > 0 && !rpcs.iter().any(|x| x.call) {
-                                c.write_chunk_replies += 1;
-                            }
-                        }
-                        // tshark 4.0 keeps RPC-over-RDMA reassembly
-                        // state per frame: when the last RDMA Write of a
-                        // Write chunk shares the frame with the reply, it
-                        // hands the chunk data to the RPC dissector in
-                        // place of the reply ("Continuation data").
-                        None if r.writes > 0 && write_in_frame => c.write_chunk_same_frame += 1,
-                        None => c.failures.push(Failure {
-                            frame,
-                            what: format!(
-                                "{} XID {:#010x}: no RPC message with that XID decoded below it (got {:?})",
-                                msg_type::name(r.msg_type),
-                                r.xid,
-                                rpcs.iter().map(|x| format!("{:#010x}", x.xid)).collect::<Vec<_>>()
-                            ),
-                        }),
+                    pending.insert((r.xid, true), frame);
+                }
+            } else if r.msg_type == msg_type::NOMSG {
+                no_rpc(
+                    c,
+                    "RDMA_NOMSG call without a Read chunk carrying the RPC call",
+                );
+            } else if rpc_here.is_none_or(|x| !x.call) {
+                calls_without_rpc.insert(r.xid, frame);
+                no_rpc(c, "no RPC call with that XID decoded below it");
+            }
+            if r.reply > 0 && reused(&r.reply_handles) {
+                reused_reply.insert(r.xid);
+            }
+            handles.extend(
+                r.read_handles
+                    .iter()
+                    .chain(&r.write_handles)
+                    .chain(&r.reply_handles),
+            );
+        } else if data {
+            // A reply: inline (a reduced message when it has Write
+            // chunks), or RDMA_NOMSG through the Reply chunk, reassembled
+            // here.
+            if r.reads > 0 {
+                no_rpc(c, "reply with a Read list");
+            }
+            match rpc_here {
+                Some(x) if !x.call => {
+                    if r.writes > 0 {
+                        c.write_chunk_replies += 1;
                     }
                 }
+                _ if r.msg_type == msg_type::NOMSG && reused_reply.remove(&r.xid) => {
+                    c.reused_handle_chunks += 1;
+                }
+                _ if r.msg_type == msg_type::NOMSG => {
+                    no_rpc(c, "Reply chunk not reassembled into an RPC reply")
+                }
+                _ => no_rpc(c, "no RPC reply with that XID decoded below it"),
             }
-            msg_type::DONE | msg_type::ERROR => {}
-            t => c.failures.push(Failure {
-                frame,
-                what: format!("rpcordma message type {t} unknown"),
-            }),
+        } else if r.msg_type == msg_type::ERROR && !from_requester {
+            // RFC 8166 §4.5: the responder could not process the call
+            // with this XID; a call it could not parse is answered.
+            if let Some(f) = calls_without_rpc.remove(&r.xid) {
+                answered.insert(f);
+            }
+        } else if r.msg_type != msg_type::DONE {
+            no_rpc(c, "unexpected message type from this peer");
         }
         if reassembled && rpc_here.is_some() {
             c.reassembled += 1;
@@ -740,9 +769,107 @@ mod tests {
         let v = run(&fs);
         assert!(
             v.failures()
-                .any(|(_, f)| f.frame == 4 && f.what.contains("no RPC message")),
+                .any(|(_, f)| f.frame == 4 && f.what.contains("no RPC call")),
             "{v:?}"
         );
+        // The same undecodable call answered by RDMA_ERROR from the
+        // responder is excused (and listed); unanswered, it fails.
+        let mut answered = fs.clone();
+        answered.push(frame(
+            5,
+            false,
+            vec![
+                Item::Fpdu(send(1, 20, opcode::SEND)),
+                Item::Rpcordma(Rpcordma {
+                    xid: 8,
+                    msg_type: msg_type::ERROR,
+                    ..Default::default()
+                }),
+            ],
+        ));
+        let v = run(&answered);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].error_answered_calls, 1);
+        assert!(v.connections[0].excused[0].what.contains("RDMA_ERROR"));
+    }
+
+    #[test]
+    fn nomsg_reply_must_carry_the_reassembled_reply() {
+        let mut fs = handshake();
+        let call = Rpcordma {
+            xid: 7,
+            msg_type: msg_type::MSG,
+            reply: 1,
+            reply_handles: vec![0x100],
+            ..Default::default()
+        };
+        fs.push(frame(
+            3,
+            true,
+            vec![
+                Item::Fpdu(send(1, 60, opcode::SEND)),
+                Item::Rpcordma(call.clone()),
+                Item::Rpc(Rpc { xid: 7, call: true }),
+            ],
+        ));
+        let reply = Rpcordma {
+            msg_type: msg_type::NOMSG,
+            ..call.clone()
+        };
+        let mut bad = fs.clone();
+        bad.push(frame(
+            4,
+            false,
+            vec![
+                Item::Fpdu(send(1, 40, opcode::SEND)),
+                Item::Rpcordma(reply.clone()),
+            ],
+        ));
+        let v = run(&bad);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 4 && f.what.contains("Reply chunk not reassembled")),
+            "{v:?}"
+        );
+        fs.push(frame(
+            4,
+            false,
+            vec![
+                Item::Fpdu(send(1, 40, opcode::SEND)),
+                Item::Rpcordma(reply),
+                Item::Reassembled {
+                    fragments: 1,
+                    bytes: 100,
+                },
+                Item::Rpc(Rpc {
+                    xid: 7,
+                    call: false,
+                }),
+            ],
+        ));
+        let v = run(&fs);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].reassembled, 1);
+        // A second call offering the same handle cannot be reassembled by
+        // tshark: counted, not failed.
+        fs.push(frame(
+            5,
+            true,
+            vec![
+                Item::Fpdu(send(2, 60, opcode::SEND)),
+                Item::Rpcordma(Rpcordma {
+                    xid: 9,
+                    reads: 1,
+                    read_handles: vec![0x100],
+                    reply: 0,
+                    reply_handles: vec![],
+                    ..call
+                }),
+            ],
+        ));
+        let v = run(&fs);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].reused_handle_chunks, 1);
     }
 
     #[test]

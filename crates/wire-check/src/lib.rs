@@ -41,6 +41,7 @@
 pub mod judge;
 pub mod parse;
 pub mod report;
+pub mod resegment;
 pub mod tshark;
 
 pub use judge::{judge, Verdict};

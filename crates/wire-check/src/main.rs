@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
     for c in &v.connections {
         for f in &c.excused {
             all.push_str(&format!(
-                "stream {} frame {}: EXCUSED (Terminate follows): {}\n",
+                "stream {} frame {}: EXCUSED, {}\n",
                 c.stream, f.frame, f.what
             ));
         }

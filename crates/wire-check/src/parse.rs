@@ -148,6 +148,8 @@ pub struct Rpcordma {
     pub reply: u32,
     /// Handles of the Read list's segments, in order.
     pub read_handles: Vec<u32>,
+    /// Handles of the Write list's segments, in order.
+    pub write_handles: Vec<u32>,
     /// Handles of the Reply chunk's segments, in order.
     pub reply_handles: Vec<u32>,
 }
@@ -474,8 +476,9 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
                         let h = num(v).ok_or_else(|| bad("RDMA handle"))? as u32;
                         match list {
                             List::Read => r.read_handles.push(h),
+                            List::Write => r.write_handles.push(h),
                             List::Reply => r.reply_handles.push(h),
-                            List::Write | List::None => {}
+                            List::None => {}
                         }
                     }
                     _ => {}

@@ -52,21 +52,28 @@ pub fn summary(v: &Verdict) -> String {
     );
     let _ = writeln!(
         s,
-        "reassembled by tshark (read/reply chunks): {}; read chunks tshark 4.0 cannot reassemble (segments sharing an STag): {}; replies with Write chunks (reduced message checked, chunk data not reinserted by tshark 4.0): {}; Write-chunk replies tshark 4.0 misdecodes (sharing a frame with the chunk's last RDMA Write): {}",
-        sum(|c| c.reassembled),
-        sum(|c| c.unreassemblable_reads),
-        sum(|c| c.write_chunk_replies),
-        sum(|c| c.write_chunk_same_frame)
+        "capture re-segmented one MPA frame end per TCP segment: {} frames -> {} ({} segments split, {} MPA directions)",
+        v.resegment.frames_in, v.resegment.frames_out, v.resegment.segments_split, v.resegment.mpa_directions
     );
     let _ = writeln!(
         s,
-        "Read-chunk calls tshark 4.0 cannot reassemble (chunk completed in a frame where it already reassembled another RPC): {}",
-        sum(|c| c.read_chunk_same_frame)
+        "RPC messages reassembled by tshark from chunks (Read/Reply chunks, multi-FPDU Sends): {}",
+        sum(|c| c.reassembled)
     );
     let _ = writeln!(
         s,
-        "Read-chunk calls tshark 4.0 cannot reassemble (handle already used by an earlier chunk on the connection): {}",
-        sum(|c| c.reused_handle_reads)
+        "replies with Write chunks: {} (reduced RPC reply decoded and RDMA Writes checked; tshark 4.0 re-inserts Write-chunk data only for programs it knows, e.g. NFS)",
+        sum(|c| c.write_chunk_replies)
+    );
+    let _ = writeln!(
+        s,
+        "chunks tshark 4.0 cannot reassemble because their handle was offered by an earlier call on the same connection (tshark files segments by handle and offset): {}",
+        sum(|c| c.reused_handle_chunks)
+    );
+    let _ = writeln!(
+        s,
+        "calls whose RPC message did not decode, answered by RDMA_ERROR (excused): {}",
+        sum(|c| c.error_answered_calls)
     );
     let _ = writeln!(
         s,

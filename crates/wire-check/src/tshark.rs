@@ -48,6 +48,9 @@ pub enum Error {
     /// Its output did not parse.
     #[error(transparent)]
     Parse(#[from] ParseError),
+    /// The capture could not be re-segmented.
+    #[error(transparent)]
+    Resegment(#[from] crate::resegment::ResegmentError),
 }
 
 /// The tshark binary: `$WIRE_CHECK_TSHARK` or `tshark`.
@@ -134,8 +137,9 @@ pub fn fields(file: &Path) -> Result<HashMap<u64, FrameMeta>, Error> {
     })
 }
 
-/// Runs both passes on `file` and judges it.
-pub fn check_file(file: &Path) -> Result<Verdict, Error> {
+/// Runs both passes on `file` as it is and judges it (frame numbers are
+/// those of `file`).
+pub fn judge_file(file: &Path) -> Result<Verdict, Error> {
     // The two passes are independent: run them side by side.
     let owned = file.to_path_buf();
     let meta = std::thread::spawn(move || fields(&owned));
@@ -149,4 +153,22 @@ pub fn check_file(file: &Path) -> Result<Verdict, Error> {
     let meta = meta.join().expect("fields pass thread panicked")?;
     verbose?;
     Ok(judge(&frames, &meta))
+}
+
+/// Judges the capture `file`: re-segments it one MPA frame end per TCP
+/// segment (see [`crate::resegment`]) into `<file>.fpdu.pcap`, has tshark
+/// decode that, and reports failures with the frame numbers of `file`.
+pub fn check_file(file: &Path) -> Result<Verdict, Error> {
+    let mut seg = file.as_os_str().to_owned();
+    seg.push(".fpdu.pcap");
+    let seg = std::path::PathBuf::from(seg);
+    let (map, stats) = crate::resegment::resegment(file, &seg)?;
+    let v = judge_file(&seg);
+    if std::env::var_os("WIRE_CHECK_KEEP").is_none() {
+        let _ = std::fs::remove_file(&seg);
+    }
+    let mut v = v?;
+    v.remap(&map);
+    v.resegment = stats;
+    Ok(v)
 }

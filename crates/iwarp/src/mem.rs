@@ -1,8 +1,12 @@
 //! Memory registrations and the STag table (RFC 5040 §6, RFC 5042 §5).
 //!
-//! An STag is `index << 8 | key`: the 24-bit index is random and unique per
-//! device, the 8-bit key is random per registration, so STags are
-//! unpredictable. Every region belongs to one protection domain.
+//! An STag is `index << 8 | key`: the 24-bit index is unique per device and
+//! handed out cyclically from a random starting point (as Linux siw does),
+//! so a new region gets an index no recent region had (an STag is not
+//! reused until 2^24 regions later, which keeps a peer or a wire analyser
+//! from confusing a new registration with an old one); the 8-bit key is
+//! random per registration, so STags are unpredictable. Every region
+//! belongs to one protection domain.
 //!
 //! A region owns its buffer ([`MrBuffer`]) inside a mutex. Every placement
 //! and every read of a region locks it, re-checks validity, key, PD, access
@@ -13,6 +17,7 @@
 use rand::Rng;
 use rdma_verbs::{Access, MrBuffer};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Why a memory access was refused (mapped to a Terminate cause or a local
@@ -102,13 +107,25 @@ impl RegionState {
 }
 
 /// The device-wide STag table.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StagTable {
     map: RwLock<HashMap<u32, Arc<Region>>>,
+    /// Where the cyclic search for the next free index starts.
+    cursor: AtomicU32,
+}
+
+impl Default for StagTable {
+    fn default() -> Self {
+        StagTable {
+            map: RwLock::new(HashMap::new()),
+            cursor: AtomicU32::new(rand::rng().random()),
+        }
+    }
 }
 
 impl StagTable {
-    /// Inserts a new region with a fresh random index and key.
+    /// Inserts a new region with the next free index (cyclic from a random
+    /// start) and a random key.
     pub fn insert(
         &self,
         pd: u32,
@@ -119,7 +136,7 @@ impl StagTable {
         let mut rng = rand::rng();
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         loop {
-            let index = rng.random::<u32>() & 0x00FF_FFFF;
+            let index = self.cursor.fetch_add(1, Ordering::Relaxed) & 0x00FF_FFFF;
             if index == 0 || map.contains_key(&index) {
                 continue;
             }
@@ -258,6 +275,34 @@ mod tests {
             assert!(seen.insert(r.index));
         }
         assert_eq!(t.len(), 1000);
+    }
+
+    #[test]
+    fn an_index_is_not_reused_soon_after_its_region_is_gone() {
+        // Register and drop one region at a time (the pattern of a
+        // registration per call): every index differs from all before it.
+        let t = StagTable::default();
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            let r = t.insert(1, 0, Access::NONE, None);
+            assert!(seen.insert(r.index), "index {:#x} reused", r.index);
+            t.remove(r.index);
+        }
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn cursor_wraps_past_zero_and_skips_live_indices() {
+        let t = StagTable::default();
+        let live = t.insert(1, 0, Access::NONE, None);
+        t.cursor
+            .store(live.index.wrapping_sub(1) | 0xFF00_0000, Ordering::Relaxed);
+        let a = t.insert(1, 0, Access::NONE, None);
+        let b = t.insert(1, 0, Access::NONE, None);
+        assert_ne!(a.index, live.index);
+        assert_ne!(b.index, live.index);
+        assert_ne!(a.index, 0);
+        assert_ne!(b.index, 0);
     }
 
     #[test]

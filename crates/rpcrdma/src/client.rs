@@ -8,9 +8,11 @@
 //!    the binding's maximum), a Reply chunk when the binding's estimate may
 //!    not fit inline;
 //! 2. [`plan_call`] picks Short, Chunked or Long;
-//! 3. every region is fast-registered (`post_fast_reg`) on a per-connection
-//!    pool of memory regions: argument data where it is (`Bytes`, read-only),
-//!    result buffers where the caller gave them (remote-write);
+//! 3. every chunk segment is fast-registered (`post_fast_reg`) on a fresh
+//!    memory region, so each registration has an STag no recent one had (a
+//!    handle on the wire names one segment of one call): argument data where
+//!    it is (`Bytes`, read-only), result buffers where the caller gave them
+//!    (remote-write);
 //! 4. one Send carries the header and the inline part;
 //! 5. on the reply the chunks are validated ([`check_reply`]), every
 //!    registration still valid is invalidated locally (one not needed when
@@ -80,8 +82,6 @@ struct Conn<D: Device> {
     ep: Endpoint<D>,
     gen: u64,
     neg: Negotiated,
-    /// Empty fast-registration regions ready for reuse.
-    pool: Mutex<Vec<D::Mr>>,
 }
 
 struct Reg<D: Device> {
@@ -387,14 +387,16 @@ impl<D: Device> Conn<D> {
             ep,
             gen,
             neg,
-            pool: Mutex::new(Vec::new()),
         }))
     }
 
+    /// A fresh region for one registration. Regions are not pooled: a
+    /// re-registered region would keep its STag index and change only the
+    /// 8-bit key, so handles would repeat within a few hundred calls and a
+    /// late or duplicated RDMA operation of an old call, or a wire analyser
+    /// (tshark matches chunks by handle and offset), could take a new
+    /// call's chunk for an old one.
     fn take_mr(&self, max: usize) -> Result<D::Mr, VerbsError> {
-        if let Some(m) = lock(&self.pool).pop() {
-            return Ok(m);
-        }
         self.ep.pd.alloc_mr(max)
     }
 }
@@ -1110,22 +1112,11 @@ impl<D: Device> Shared<D> {
         let sh = self.clone();
         let proc_ = slot.req.procedure;
         let (prog, vers) = (slot.req.prog, slot.req.vers);
-        let conn2 = conn.clone();
         let done: OnceCell = Arc::new(Mutex::new(Some(Box::new(move || {
             let mut write_bufs: Vec<Option<MrBuffer>> = Vec::new();
             let mut reply_buf = None;
             for r in regions {
-                let buf = if r.mr.is_valid() {
-                    r.mr.deregister()
-                } else {
-                    match r.mr.take_buffer() {
-                        Ok(b) => {
-                            lock(&conn2.pool).push(r.mr);
-                            Some(b)
-                        }
-                        Err(_) => r.mr.deregister(),
-                    }
-                };
+                let buf = r.mr.deregister();
                 // A chunk registered segment by segment comes back piece
                 // by piece, in order.
                 match r.source {

@@ -17,9 +17,9 @@ use rdma_verbs::{
 };
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -896,15 +896,18 @@ fn spawn_driver(
     let path = Arc::new(TxPath {
         stream: stream.clone(),
         sh: sh.clone(),
+        rx_batch: AtomicBool::new(false),
         cap: cap.clone(),
         state: Mutex::new(TxState {
             tx: Tx::new(sh.clone(), neg.crc, m, neg.rtr),
             backlog: Vec::new(),
             writer_active: false,
+            last_post: None,
+            coalescing: false,
         }),
     });
     let _ = qp.owner.tx.set(path.clone());
-    let r = tokio::spawn(reader(stream.clone(), rx, sh.clone(), cap.clone()));
+    let r = tokio::spawn(reader(stream.clone(), rx, path.clone(), cap.clone()));
     let w = tokio::spawn(writer(path, cfg.capture.clone()));
     qp.owner
         .tasks
@@ -943,6 +946,9 @@ fn emss(stream: &TcpStream) -> usize {
 struct TxPath {
     stream: Arc<TcpStream>,
     sh: Arc<QpShared>,
+    /// The reader's last wake delivered several messages: the consumer is
+    /// likely to answer them with as many posts, so they are collected.
+    rx_batch: AtomicBool,
     cap: Option<ConnCapture>,
     state: Mutex<TxState>,
 }
@@ -954,10 +960,23 @@ struct TxState {
     /// `writer_active`).
     backlog: Vec<Bytes>,
     writer_active: bool,
+    /// When the last work request was posted (burst detection).
+    last_post: Option<Instant>,
+    /// A burst is being collected: posters only queue, and the writer task
+    /// transmits everything queued in one vectored write once the tasks
+    /// that were ready to run have run.
+    coalescing: bool,
 }
 
 /// Bytes a poster may produce and write inline.
 const INLINE_BUDGET: usize = 64 * 1024;
+
+/// Posts closer together than this form a burst: rather than one write
+/// (and one loopback wakeup of the peer) per small message, the writer task
+/// collects them into one vectored write. Isolated posts (request/response
+/// ping-pong: one post per round trip, tens of microseconds apart) are
+/// still written inline from the poster's thread, without a task hop.
+const BURST_GAP: Duration = Duration::from_micros(8);
 
 impl TxPath {
     fn lock(&self) -> std::sync::MutexGuard<'_, TxState> {
@@ -971,13 +990,23 @@ impl TxPath {
         }
     }
 
-    /// Inline transmit from a poster's thread (never blocks).
+    /// Inline transmit from a poster's thread (never blocks), unless the
+    /// writer task owns the socket or a burst of posts is being collected.
     fn kick(&self) {
+        let now = Instant::now();
         let Ok(mut st) = self.state.try_lock() else {
             self.sh.tx_wake.notify_one();
             return;
         };
-        if st.writer_active {
+        let burst = st
+            .last_post
+            .is_some_and(|t| now.saturating_duration_since(t) < BURST_GAP)
+            || self.rx_batch.load(Ordering::Relaxed);
+        st.last_post = Some(now);
+        if burst {
+            st.coalescing = true;
+        }
+        if st.writer_active || st.coalescing {
             drop(st);
             self.sh.tx_wake.notify_one();
             return;
@@ -1044,10 +1073,39 @@ fn try_write_all(stream: &TcpStream, bufs: &mut Vec<Bytes>) -> io::Result<bool> 
     Ok(bufs.is_empty())
 }
 
-async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>, cap: Option<ConnCapture>) {
+async fn reader(stream: Arc<TcpStream>, mut rx: Rx, path: Arc<TxPath>, cap: Option<ConnCapture>) {
+    let sh = path.sh.clone();
     loop {
+        // Set after a short read: the socket's receive queue was empty then,
+        // and the readiness was cleared (see below), so the next read is
+        // answered "would block" without a system call.
+        let mut drained = false;
         let r = rx.recv(|bufs| {
-            let n = stream.try_read_vectored(bufs)?;
+            if drained {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let want: usize = bufs.iter().map(|b| b.len()).sum();
+            let mut short = 0;
+            // A TCP read shorter than asked for took everything queued: tell
+            // tokio "would block" so that it clears the readiness now, rather
+            // than learning it from one more (empty) read. The readiness
+            // snapshot is taken before the read, so bytes that arrive after
+            // it raise a new readiness event and are never missed.
+            let res = stream.try_io(tokio::io::Interest::READABLE, || {
+                let n = io::Read::read_vectored(&mut &*socket2::SockRef::from(&*stream), bufs)?;
+                if n > 0 && n < want {
+                    short = n;
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
+            });
+            let n = match res {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && short > 0 => {
+                    drained = true;
+                    short
+                }
+                r => r?,
+            };
             if let Some(c) = &cap {
                 let mut left = n;
                 for b in bufs.iter() {
@@ -1060,6 +1118,8 @@ async fn reader(stream: Arc<TcpStream>, mut rx: Rx, sh: Arc<QpShared>, cap: Opti
             }
             Ok(n)
         });
+        path.rx_batch
+            .store(rx.take_delivered() >= 2, Ordering::Relaxed);
         match r {
             Ok(RxStatus::WouldBlock) => {
                 if let Err(e) = stream.readable().await {
@@ -1105,8 +1165,14 @@ fn lost(sh: &QpShared, e: &io::Error) {
 async fn writer(path: Arc<TxPath>, file: Option<Capture>) {
     let sh = path.sh.clone();
     loop {
+        if path.lock().coalescing {
+            // Let the tasks that are ready now (posters of the burst) run
+            // first, then send all they queued together.
+            tokio::task::yield_now().await;
+        }
         let mut bufs = {
             let mut st = path.lock();
+            st.coalescing = false;
             let mut bufs = std::mem::take(&mut st.backlog);
             if bufs.is_empty() && st.tx.poll_transmit(&mut bufs, 1 << 20) > 0 {
                 path.record(&bufs);

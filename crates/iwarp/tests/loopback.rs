@@ -853,6 +853,52 @@ async fn hostile_peers_do_not_block_the_listener() {
     assert_eq!(n, 0, "garbage connection must be closed without a reply");
 }
 
+/// Small Sends posted back to back are coalesced into a few vectored
+/// writes (counted as captured TCP segments of the sender), not one write
+/// each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_of_small_sends_is_coalesced() {
+    let cap = iwarp::capture::Capture::new(std::io::sink()).unwrap();
+    let a = end(Config {
+        capture: Some(cap.clone()),
+        ..Config::default()
+    });
+    let b = end(Config::default());
+    const N: usize = 64;
+    let rbuf = reg_mut(&b.pd, 64 * (N + 1), Access::LOCAL_WRITE);
+    for i in 0..=N {
+        b.qp.post_recv(RecvWr::new(
+            i as u64,
+            vec![Sge::new(rbuf.lkey(), (i * 64) as u64, 64)],
+        ))
+        .unwrap();
+    }
+    connect(&a, &b, 1).await;
+    let src = reg_bytes(&a.pd, pattern(64, 1), Access::NONE);
+    // One Send first, so that the connection's opening exchange is over.
+    a.qp.post_send(SendWr::send(0, vec![Sge::new(src.lkey(), 0, 64)]))
+        .unwrap();
+    assert_eq!(next(&b.cq).await.status, WcStatus::Success);
+    assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+    let before = cap.frames();
+    for i in 1..=N {
+        a.qp.post_send(SendWr::send(i as u64, vec![Sge::new(src.lkey(), 0, 64)]))
+            .unwrap();
+    }
+    for i in 1..=N {
+        let wc = next(&b.cq).await;
+        assert_eq!((wc.wr_id, wc.status), (i as u64, WcStatus::Success));
+    }
+    for _ in 1..=N {
+        assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+    }
+    let writes = cap.frames() - before;
+    assert!(
+        writes <= (N / 4) as u64,
+        "{N} back-to-back Sends took {writes} writes"
+    );
+}
+
 /// Review F8: many idle TCP connections (more than the listener's pending
 /// handshake slots) do not delay a real MPA handshake, and a silent
 /// connection is closed after the short header timeout, well before the

@@ -143,6 +143,7 @@ pub struct Rx {
     rresp_placed: u64,
     dead: bool,
     fpdus: u64,
+    delivered: u32,
 }
 
 impl Rx {
@@ -187,12 +188,18 @@ impl Rx {
             rresp_placed: 0,
             dead: false,
             fpdus: 0,
+            delivered: 0,
         }
     }
 
     /// FPDUs received so far.
     pub fn fpdus(&self) -> u64 {
         self.fpdus
+    }
+
+    /// Messages delivered (receive completions) since the last call.
+    pub fn take_delivered(&mut self) -> u32 {
+        std::mem::take(&mut self.delivered)
     }
 
     /// True while a large segment's payload is being received: more bytes
@@ -782,6 +789,7 @@ impl Rx {
                         return;
                     }
                 }
+                self.delivered = self.delivered.saturating_add(1);
                 self.sh.recv_cq.push(WorkCompletion {
                     wr_id: cur.wr_id,
                     status: WcStatus::Success,

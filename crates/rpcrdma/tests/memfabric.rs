@@ -40,6 +40,16 @@ async fn remote_invalidation_on_and_off() {
     common::remote_invalidation(dev.clone(), dev).await;
 }
 
+fn expect_err_chunk<T: std::fmt::Debug>(r: Result<T, rdmatest::ClientError>) {
+    match r {
+        Err(rdmatest::ClientError::Rpc(e)) => assert_eq!(
+            rpcrdma::TransportError::from_rpc(&e),
+            Some(&rpcrdma::TransportError::ErrChunk)
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn server_wide_read_budget_is_shared_by_connections() {
     let dev = Fabric::new();
@@ -52,13 +62,7 @@ async fn server_wide_read_budget_is_shared_by_connections() {
     let b = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
     let (ta, tb) = (common::typed(&a), common::typed(&b));
     // Above the server-wide budget although far below the connection's.
-    match tb.put(Bytes::from(vec![1u8; 100_000])).await {
-        Err(rdmatest::ClientError::Rpc(e)) => assert_eq!(
-            rpcrdma::TransportError::from_rpc(&e),
-            Some(&rpcrdma::TransportError::ErrChunk)
-        ),
-        other => panic!("{other:?}"),
-    }
+    expect_err_chunk(tb.put(Bytes::from(vec![1u8; 100_000])).await);
     // Calls on both connections wait for room in turn and all complete.
     let mut hs = Vec::new();
     for i in 0..20u8 {
@@ -84,13 +88,7 @@ async fn read_budget_bounds_what_a_peer_makes_us_allocate() {
     let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
     let t = common::typed(&c);
     t.put(Bytes::from(vec![1u8; 60_000])).await.unwrap();
-    match t.put(Bytes::from(vec![1u8; 100_000])).await {
-        Err(rdmatest::ClientError::Rpc(e)) => assert_eq!(
-            rpcrdma::TransportError::from_rpc(&e),
-            Some(&rpcrdma::TransportError::ErrChunk)
-        ),
-        other => panic!("{other:?}"),
-    }
+    expect_err_chunk(t.put(Bytes::from(vec![1u8; 100_000])).await);
     // Many calls sharing the budget still all complete.
     let mut hs = Vec::new();
     for i in 0..20u8 {

@@ -89,6 +89,17 @@ impl Raw {
     }
 }
 
+/// `reply` is RDMA_ERROR / ERR_CHUNK for `xid`.
+fn assert_err_chunk(reply: &[u8], xid: u32) {
+    let h = Header::parse(reply, &DecodeLimits::default()).unwrap();
+    assert_eq!(h.xid, xid);
+    assert!(
+        matches!(h.body, Body::Error(ErrorBody::Chunk)),
+        "{:?}",
+        h.body
+    );
+}
+
 fn words(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_be_bytes()).collect()
 }
@@ -160,13 +171,7 @@ async fn truncated_rpc_call_gets_err_chunk() {
         let mut m = vec![xid, 1, 1, 0, 0, 0, 0];
         m.extend(rpc);
         let reply = raw.exchange(words(&m)).await;
-        let h = Header::parse(&reply, &DecodeLimits::default()).unwrap();
-        assert_eq!(h.xid, xid);
-        assert!(
-            matches!(h.body, Body::Error(ErrorBody::Chunk)),
-            "{:?}",
-            h.body
-        );
+        assert_err_chunk(&reply, xid);
     }
     // The connection goes on serving.
     let mut m = vec![23, 1, 1, 0, 0, 0, 0];
@@ -269,13 +274,7 @@ async fn reply_needing_too_many_rdma_writes_gets_err_chunk() {
         5,
     ]);
     let reply = raw.exchange(words(&m)).await;
-    let h = Header::parse(&reply, &DecodeLimits::default()).unwrap();
-    assert_eq!(h.xid, xid);
-    assert!(
-        matches!(h.body, Body::Error(ErrorBody::Chunk)),
-        "{:?}",
-        h.body
-    );
+    assert_err_chunk(&reply, xid);
     assert_eq!(
         srv.stats()
             .rdma_writes

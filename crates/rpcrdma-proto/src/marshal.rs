@@ -310,6 +310,33 @@ fn split(len: u64, limits: &ChunkLimits) -> Result<Vec<u32>, PlanError> {
     Ok(out)
 }
 
+/// The segments of a Write or Reply chunk of `len` bytes (handles left 0,
+/// offsets relative to the region) and where each sits in the header.
+fn write_segments(
+    len: u64,
+    limits: &ChunkLimits,
+    slot: impl Fn(usize) -> SegmentSlot,
+) -> Result<(Vec<Segment>, Vec<SegmentRef>), PlanError> {
+    let lens = split(len, limits)?;
+    let mut refs = Vec::with_capacity(lens.len());
+    let mut segs = Vec::with_capacity(lens.len());
+    let mut off = 0u64;
+    for (si, &l) in lens.iter().enumerate() {
+        segs.push(Segment {
+            handle: 0,
+            length: l,
+            offset: off,
+        });
+        refs.push(SegmentRef {
+            slot: slot(si),
+            offset: off,
+            len: l,
+        });
+        off += l as u64;
+    }
+    Ok((segs, refs))
+}
+
 /// Plans the Write list and Reply chunk for the expected reply.
 fn plan_reply_chunks(
     reply: &ReplyShape,
@@ -324,26 +351,10 @@ fn plan_reply_chunks(
             continue;
         }
         // No pad space: a Responder MUST NOT write roundup (§3.4.6).
-        let lens = split(max as u64, limits)?;
-        let mut refs = Vec::with_capacity(lens.len());
-        let mut segs = Vec::with_capacity(lens.len());
-        let mut off = 0u64;
-        for (si, &l) in lens.iter().enumerate() {
-            segs.push(Segment {
-                handle: 0,
-                length: l,
-                offset: off,
-            });
-            refs.push(SegmentRef {
-                slot: SegmentSlot::Write {
-                    chunk: ci,
-                    segment: si,
-                },
-                offset: off,
-                len: l,
-            });
-            off += l as u64;
-        }
+        let (segs, refs) = write_segments(max as u64, limits, |segment| SegmentSlot::Write {
+            chunk: ci,
+            segment,
+        })?;
         chunks.write_list.push(WriteChunkRepr { segments: segs });
         regions.push(Region {
             source: RegionSource::ReplyWriteChunk { chunk: ci },
@@ -366,23 +377,7 @@ fn plan_reply_chunks(
         if cap > u32::MAX as u64 {
             return Err(PlanError::TooLong);
         }
-        let lens = split(cap, limits)?;
-        let mut refs = Vec::with_capacity(lens.len());
-        let mut segs = Vec::with_capacity(lens.len());
-        let mut off = 0u64;
-        for (si, &l) in lens.iter().enumerate() {
-            segs.push(Segment {
-                handle: 0,
-                length: l,
-                offset: off,
-            });
-            refs.push(SegmentRef {
-                slot: SegmentSlot::Reply(si),
-                offset: off,
-                len: l,
-            });
-            off += l as u64;
-        }
+        let (segs, refs) = write_segments(cap, limits, SegmentSlot::Reply)?;
         chunks.reply_chunk = Some(WriteChunkRepr { segments: segs });
         regions.push(Region {
             source: RegionSource::ReplyChunk,

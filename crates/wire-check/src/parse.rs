@@ -504,6 +504,8 @@ pub struct FrameMeta {
     pub reset: bool,
     /// Expert items: (severity, message).
     pub expert: Vec<(u32, String)>,
+    /// The expert group of each item of `expert` (0 when not printed).
+    pub groups: Vec<u32>,
 }
 
 /// Expert severities (epan/proto.h).
@@ -516,12 +518,21 @@ pub mod severity {
     pub const ERROR: u32 = 0x0080_0000;
 }
 
+/// Expert groups (epan/proto.h).
+pub mod group {
+    /// PI_SEQUENCE: TCP's sequence analysis (lost, retransmitted or
+    /// out-of-order segments, windows, connection setup and teardown).
+    pub const SEQUENCE: u32 = 0x0200_0000;
+    /// PI_MALFORMED.
+    pub const MALFORMED: u32 = 0x0700_0000;
+}
+
 /// Separator of multiple occurrences in `-T fields` output.
 pub const AGGREGATOR: &str = "\u{1f}";
 
 /// Parses one `-T fields` line (`frame.number`, `tcp.stream`,
 /// `tcp.flags.reset`, `_ws.expert.severity`, `_ws.expert.message`,
-/// `_ws.malformed`).
+/// `_ws.malformed`, `_ws.expert.group`).
 pub fn parse_fields_line(line: &str) -> Option<FrameMeta> {
     let cols: Vec<&str> = line.split('\t').collect();
     let number = cols.first()?.trim().parse().ok()?;
@@ -549,14 +560,26 @@ pub fn parse_fields_line(line: &str) -> Option<FrameMeta> {
         .enumerate()
         .map(|(i, s)| (*s, msgs.get(i).unwrap_or(&"").to_string()))
         .collect();
+    let mut groups: Vec<u32> = cols
+        .get(6)
+        .map(|s| {
+            s.split(AGGREGATOR)
+                .filter_map(num)
+                .map(|v| v as u32)
+                .collect()
+        })
+        .unwrap_or_default();
+    groups.resize(expert.len(), 0);
     if cols.get(5).is_some_and(|s| !s.trim().is_empty()) {
         expert.push((severity::ERROR, "Malformed Packet".into()));
+        groups.push(group::MALFORMED);
     }
     Some(FrameMeta {
         number,
         stream,
         reset,
         expert,
+        groups,
     })
 }
 

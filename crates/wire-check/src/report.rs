@@ -77,6 +77,18 @@ pub fn summary(v: &Verdict) -> String {
     );
     let _ = writeln!(
         s,
+        "operations cut by a FIN/RST (Read Requests unanswered, chunks not reassembled; excused, listed): {} on {} connections; TCP resets: {}",
+        sum(|c| c.closed_with_outstanding),
+        v.connections.iter().filter(|c| c.closed_with_outstanding > 0).count(),
+        sum(|c| c.resets)
+    );
+    let _ = writeln!(
+        s,
+        "RDMA Sends shorter than 16 bytes on non-RPC connections that tshark 4.0 calls malformed RPCoRDMA (its heuristic reads before checking the length): {}",
+        sum(|c| c.short_sends)
+    );
+    let _ = writeln!(
+        s,
         "TCP flow-control warnings (not failures): {}",
         sum(|c| c.flow_control_warnings)
     );

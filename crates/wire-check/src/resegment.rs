@@ -285,10 +285,6 @@ enum Mpa {
     Opaque,
 }
 
-/// The smallest FPDU, and the least tshark's MPA heuristic needs at the
-/// start of a segment (`MPA_SMALLEST_FPDU_LEN` in packet-iwarp-mpa.c).
-const MIN_FPDU: usize = 8;
-
 const REQ_KEY: &[u8; 16] = b"MPA ID Req Frame";
 const REP_KEY: &[u8; 16] = b"MPA ID Rep Frame";
 
@@ -303,6 +299,8 @@ struct Stream {
     mpa: Mpa,
     /// Offsets right after each MPA frame / FPDU.
     ends: Vec<u64>,
+    /// Offset of the first data byte (1 after a SYN).
+    first: u64,
 }
 
 impl Stream {
@@ -313,6 +311,7 @@ impl Stream {
             ooo: BTreeMap::new(),
             mpa: Mpa::Header(Vec::with_capacity(20)),
             ends: Vec::new(),
+            first: u64::from(syn),
         }
     }
 
@@ -458,28 +457,17 @@ fn fold(mut sum: u32) -> u16 {
     !(sum as u16)
 }
 
-/// Builds the frame of one piece `[from, to)` of `t`'s payload.
-fn piece(p: &Packet, t: &Tcp, from: usize, to: usize, last: bool) -> Vec<u8> {
+/// Builds a frame from `p`'s link, IP and TCP headers carrying `payload`
+/// at sequence number `seq`, with the TCP flags in `clear` removed; IP
+/// length and checksums are recomputed.
+fn build(p: &Packet, t: &Tcp, seq: u32, payload: &[u8], clear: u8) -> Vec<u8> {
     let d = &p.data;
-    let mut out = Vec::with_capacity(t.payload + (to - from));
+    let mut out = Vec::with_capacity(t.payload + payload.len());
     out.extend_from_slice(&d[..t.payload]);
-    out.extend_from_slice(&d[t.payload + from..t.payload + to]);
+    out.extend_from_slice(payload);
     let tcp_len = out.len() - t.tcp;
-    // Sequence number of the piece.
-    let seq = t
-        .seq
-        .wrapping_add(from as u32)
-        .wrapping_add(u32::from(t.syn && from > 0));
     out[t.tcp + 4..t.tcp + 8].copy_from_slice(&seq.to_be_bytes());
-    if from > 0 {
-        // SYN only on the first piece.
-        out[t.tcp + 13] &= !0x02;
-    }
-    if !last {
-        // FIN and RST only on the last piece.
-        out[t.tcp + 13] &= !(0x01 | 0x04);
-    }
-    // IP length and checksums.
+    out[t.tcp + 13] &= !clear;
     let pseudo = if t.v6 {
         let plen = (out.len() - t.ip - 40) as u16;
         out[t.ip + 4..t.ip + 6].copy_from_slice(&plen.to_be_bytes());
@@ -505,11 +493,103 @@ fn piece(p: &Packet, t: &Tcp, from: usize, to: usize, last: bool) -> Vec<u8> {
     out
 }
 
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+
+/// Pass 2 state of one MPA direction: the in-order stream rebuilt again,
+/// and emitted one MPA frame at a time.
+struct Emitter {
+    seq: SeqSpace,
+    /// Contiguous bytes received up to here.
+    next: u64,
+    /// Out-of-order data.
+    ooo: BTreeMap<u64, Vec<u8>>,
+    /// Bytes `[emitted, next)`, not yet emitted.
+    buf: Vec<u8>,
+    emitted: u64,
+    /// Frame ends from pass 1, and the index of the first one not emitted.
+    ends: Vec<u64>,
+    at: usize,
+}
+
+impl Emitter {
+    /// Adds a segment's payload at stream offset `off`.
+    fn push(&mut self, off: u64, data: &[u8]) {
+        let end = off + data.len() as u64;
+        if end <= self.next || data.is_empty() {
+            return;
+        }
+        if off > self.next {
+            let e = self.ooo.entry(off).or_default();
+            if data.len() > e.len() {
+                *e = data.to_vec();
+            }
+            return;
+        }
+        self.buf
+            .extend_from_slice(&data[(self.next - off) as usize..]);
+        self.next = end;
+        while let Some((&o, _)) = self.ooo.first_key_value() {
+            if o > self.next {
+                break;
+            }
+            let (o, d) = self.ooo.pop_first().expect("present");
+            let e = o + d.len() as u64;
+            if e > self.next {
+                self.buf.extend_from_slice(&d[(self.next - o) as usize..]);
+                self.next = e;
+            }
+        }
+    }
+
+    /// Takes the next piece to emit: a whole MPA frame, or (past the last
+    /// known frame end, or with `flush`) whatever has arrived.
+    fn take(&mut self, flush: bool) -> Option<(u64, Vec<u8>)> {
+        let to = match self.ends.get(self.at) {
+            Some(&e) if e <= self.next => {
+                self.at += 1;
+                e
+            }
+            Some(_) if !flush => return None,
+            _ => self.next,
+        };
+        if to <= self.emitted {
+            return None;
+        }
+        let n = (to - self.emitted) as usize;
+        let rest = self.buf.split_off(n);
+        let piece = std::mem::replace(&mut self.buf, rest);
+        let at = self.emitted;
+        self.emitted = to;
+        Some((at, piece))
+    }
+}
+
+/// The result of [`resegment`].
+#[derive(Debug, Clone, Default)]
+pub struct Resegmented {
+    /// For every output frame, the number of the input frame it came from.
+    pub to_input: Vec<u64>,
+    /// For every input frame, the number of the first output frame written
+    /// while or after it was processed (1-based; may be one past the end).
+    pub to_output: Vec<u64>,
+    /// Counters.
+    pub stats: Stats,
+}
+
 /// Writes a copy of `input` to `output` (classic pcap, nanosecond
-/// timestamps) in which TCP segments are split at MPA frame boundaries.
-/// Returns the original frame number (1-based) of every output frame and
-/// the counters.
-pub fn resegment(input: &Path, output: &Path) -> Result<(Vec<u64>, Stats), ResegmentError> {
+/// timestamps) in which the payload of every MPA connection travels one
+/// MPA frame (Request/Reply frame or FPDU) per TCP segment: each frame is
+/// emitted, at its own sequence numbers and with the headers of the
+/// segment that completed it, as soon as its last byte was captured.
+/// Retransmitted bytes are not repeated; other frames (handshakes, pure
+/// ACKs, FIN/RST, other traffic) are copied in their place.
+///
+/// TCP-level analysis (lost or retransmitted segments, window, resets) is
+/// to be done on `input`: in `output` ACKs may precede the bytes they
+/// acknowledge.
+pub fn resegment(input: &Path, output: &Path) -> Result<Resegmented, ResegmentError> {
     // Pass 1: every direction's MPA frame ends.
     let mut streams: HashMap<Key, Stream> = HashMap::new();
     let mut tr = Tracker::default();
@@ -524,18 +604,28 @@ pub fn resegment(input: &Path, output: &Path) -> Result<(Vec<u64>, Stats), Reseg
             }
         }
     })?;
-    let mut stats = Stats {
-        mpa_directions: streams.values().filter(|s| !s.ends.is_empty()).count() as u64,
-        ..Stats::default()
-    };
-    let ends: HashMap<Key, (SeqSpace, Vec<u64>)> = streams
+    let mut out = Resegmented::default();
+    out.stats.mpa_directions = streams.values().filter(|s| !s.ends.is_empty()).count() as u64;
+    let mut em: HashMap<Key, Emitter> = streams
         .into_iter()
         .filter(|(_, s)| !s.ends.is_empty())
-        .map(|(k, s)| (k, (SeqSpace::new(s.seq.isn), s.ends)))
+        .map(|(k, s)| {
+            (
+                k,
+                Emitter {
+                    seq: SeqSpace::new(s.seq.isn),
+                    next: s.first,
+                    ooo: BTreeMap::new(),
+                    buf: Vec::new(),
+                    emitted: s.first,
+                    ends: s.ends,
+                    at: 0,
+                },
+            )
+        })
         .collect();
-    let mut ends = ends;
 
-    // Pass 2: split and write.
+    // Pass 2: re-packetize and write.
     let name = output.display().to_string();
     let file = std::fs::File::create(output).map_err(|e| ResegmentError::Io(name.clone(), e))?;
     let header = PcapHeader {
@@ -550,63 +640,63 @@ pub fn resegment(input: &Path, output: &Path) -> Result<(Vec<u64>, Stats), Reseg
     };
     let mut w = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, file), header)
         .map_err(|e| ResegmentError::Pcap(name.clone(), e))?;
-    let mut map = Vec::new();
     let mut tr = Tracker::default();
     let mut err = None;
     let mut frame = 0u64;
     read_capture(input, |link, p| {
         frame += 1;
-        stats.frames_in += 1;
+        out.stats.frames_in += 1;
+        out.to_output.push(out.stats.frames_out + 1);
         if err.is_some() {
             return;
         }
-        let mut out: Vec<Vec<u8>> = Vec::new();
+        // (frame, original length) to write.
+        let mut frames: Vec<(Vec<u8>, u32)> = Vec::new();
+        let mut copy = true;
         if let Some((dir, t)) = parse_tcp(link, &p) {
             let (key, _) = tr.key(&dir, &t);
-            if let Some((space, e)) = ends.get_mut(&key) {
+            if let Some(e) = em.get_mut(&key) {
+                let off = e.seq.offset(t.seq) + u64::from(t.syn);
+                let flags = p.data[t.tcp + 13];
                 if t.len > 0 {
-                    let start = space.offset(t.seq) + u64::from(t.syn);
-                    let stop = start + t.len as u64;
-                    // Frame ends strictly inside the payload.
-                    let i = e.partition_point(|&x| x <= start);
-                    let mut cuts: Vec<usize> = e[i..]
-                        .iter()
-                        .take_while(|&&x| x < stop)
-                        .map(|&x| (x - start) as usize)
-                        .collect();
-                    // tshark's MPA heuristic ignores a segment shorter
-                    // than the smallest FPDU (8 bytes) that starts a PDU:
-                    // such a tail stays with the piece before it (which
-                    // then asks TCP for more, as the original did).
-                    if cuts.last().is_some_and(|&c| t.len - c < MIN_FPDU) {
-                        cuts.pop();
+                    copy = false;
+                    e.push(off, &p.data[t.payload..t.payload + t.len]);
+                    let closing = flags & (FIN | RST) != 0;
+                    let mut n = 0;
+                    while let Some((at, bytes)) = e.take(closing) {
+                        let seq = e.seq.isn.wrapping_add(at as u32);
+                        let f = build(&p, &t, seq, &bytes, SYN | FIN | RST);
+                        let len = f.len() as u32;
+                        frames.push((f, len));
+                        n += 1;
                     }
-                    if !cuts.is_empty() {
-                        stats.segments_split += 1;
-                        let mut from = 0;
-                        for c in cuts.iter().copied().chain(std::iter::once(t.len)) {
-                            out.push(piece(&p, &t, from, c, c == t.len));
-                            from = c;
-                        }
+                    if n > 1 || n == 1 && frames[0].0.len() != p.data.len() {
+                        out.stats.segments_split += 1;
                     }
-                } else {
-                    space.offset(t.seq);
+                    if closing {
+                        // The FIN/RST itself, after the data.
+                        let seq = t
+                            .seq
+                            .wrapping_add(t.len as u32)
+                            .wrapping_add(u32::from(t.syn));
+                        let f = build(&p, &t, seq, &[], SYN);
+                        let len = f.len() as u32;
+                        frames.push((f, len));
+                    }
                 }
             }
         }
-        let whole = out.is_empty();
-        if whole {
-            out.push(p.data);
+        if copy {
+            let len = p.orig_len;
+            frames.push((p.data, len));
         }
-        for d in out {
-            // A split piece is a whole frame; a copy keeps its lengths.
-            let orig = if whole { p.orig_len } else { d.len() as u32 };
+        for (d, orig) in frames {
             if let Err(e) = w.write_packet(&PcapPacket::new(p.ts, orig, &d)) {
                 err = Some(e);
                 return;
             }
-            stats.frames_out += 1;
-            map.push(frame);
+            out.stats.frames_out += 1;
+            out.to_input.push(frame);
         }
     })?;
     if let Some(e) = err {
@@ -616,7 +706,7 @@ pub fn resegment(input: &Path, output: &Path) -> Result<(Vec<u64>, Stats), Reseg
     w.into_writer()
         .flush()
         .map_err(|e| ResegmentError::Io(name, e))?;
-    Ok((map, stats))
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -694,7 +784,7 @@ mod tests {
     }
 
     #[test]
-    fn splits_at_fpdu_ends_keeps_bytes_and_order() {
+    fn one_mpa_frame_per_segment_same_bytes_and_order() {
         let dir = std::env::temp_dir().join(format!("wire-check-reseg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (a, b) = (40000u16, 20049u16);
@@ -722,12 +812,14 @@ mod tests {
         let input = dir.join("in.pcap");
         let output = dir.join("out.pcap");
         write(&input, &frames);
-        let (map, stats) = resegment(&input, &output).unwrap();
+        let r = resegment(&input, &output).unwrap();
         let out = read(&output);
-        assert_eq!(stats.frames_in, 6);
-        assert_eq!(stats.mpa_directions, 2);
-        // Segment 1: [req][f1][f2 + 3 bytes of f3] (a 3-byte tail stays
-        // with the piece before it); segment 2: [rest of f3][f4].
+        assert_eq!(r.stats.frames_in, 6);
+        assert_eq!(r.stats.mpa_directions, 2);
+        // One MPA frame per segment, each sent with the segment that
+        // completed it: [req][f1][f2] with segment 3 (f3's first 3 bytes
+        // wait), [rep], then [f3][f4] and the FIN on its own with segment
+        // 5; the retransmission of segment 3 adds nothing.
         let lens: Vec<usize> = out.iter().map(|f| tcp_of(f).2.len()).collect();
         assert_eq!(
             lens,
@@ -736,25 +828,25 @@ mod tests {
                 0,
                 req.len(),
                 f1.len(),
-                f2.len() + 3,
+                f2.len(),
                 rep.len(),
-                f3.len() - 3,
+                f3.len(),
                 f4.len(),
-                req.len(),
-                f1.len(),
-                f2.len() + 3
+                0
             ]
         );
-        assert_eq!(map, vec![1, 2, 3, 3, 3, 4, 5, 5, 6, 6, 6]);
-        assert_eq!(stats.frames_out, 11);
-        assert_eq!(stats.segments_split, 3);
-        // Same bytes at the same sequence numbers; FIN only on the last piece.
+        assert_eq!(r.to_input, vec![1, 2, 3, 3, 3, 4, 5, 5, 5]);
+        assert_eq!(r.to_output, vec![1, 2, 3, 6, 7, 10]);
+        assert_eq!(r.stats.frames_out, 9);
+        assert_eq!(r.stats.segments_split, 2);
+        // Same bytes at the same sequence numbers; FIN only on the last
+        // frame, after the data.
         let mut stream = Vec::new();
         let mut seq = isn_a.wrapping_add(1);
-        for i in [2, 3, 4, 6, 7] {
+        for i in [2, 3, 4, 6, 7, 8] {
             let (s, flags, p) = tcp_of(&out[i]);
             assert_eq!(s, seq, "frame {i}");
-            assert_eq!(flags & 0x01 != 0, i == 7, "FIN on frame {i}");
+            assert_eq!(flags & FIN != 0, i == 8, "FIN on frame {i}");
             seq = seq.wrapping_add(p.len() as u32);
             stream.extend_from_slice(&p);
         }
@@ -778,9 +870,9 @@ mod tests {
         ];
         let (input, output) = (dir.join("in.pcap"), dir.join("out.pcap"));
         write(&input, &frames);
-        let (map, stats) = resegment(&input, &output).unwrap();
-        assert_eq!(map, vec![1, 2]);
-        assert_eq!(stats.segments_split, 0);
+        let r = resegment(&input, &output).unwrap();
+        assert_eq!(r.to_input, vec![1, 2]);
+        assert_eq!(r.stats.segments_split, 0);
         assert_eq!(read(&output), frames);
         std::fs::remove_dir_all(&dir).unwrap();
     }

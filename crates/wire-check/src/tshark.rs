@@ -1,7 +1,7 @@
 //! Running tshark with the project's options.
 
 use crate::judge::{judge, Verdict};
-use crate::parse::{parse_fields_line, parse_verbose, FrameMeta, ParseError, AGGREGATOR};
+use crate::parse::{group, parse_fields_line, parse_verbose, FrameMeta, ParseError, AGGREGATOR};
 use std::collections::HashMap;
 use std::io::BufReader;
 use std::path::Path;
@@ -29,7 +29,33 @@ pub const FIELDS: &[&str] = &[
     "_ws.expert.severity",
     "_ws.expert.message",
     "_ws.malformed",
+    "_ws.expert.group",
 ];
+
+/// Options of the TCP-analysis pass on the original capture: every TCP
+/// payload is plain data (no dissector above TCP, no heuristics) and not
+/// reassembled; only TCP's own expert items are wanted there.
+pub const TCP_ONLY_OPTIONS: &[&str] = &[
+    "-d",
+    "tcp.port==1-65535,data",
+    "-o",
+    "tcp.desegment_tcp_streams:FALSE",
+    "-Y",
+    "_ws.expert",
+];
+
+/// Which expert items a fields pass keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertItems {
+    /// All of them.
+    All,
+    /// All but TCP's sequence analysis, which is switched off
+    /// ([`RESEGMENTED_OPTIONS`]): for a re-packetized capture.
+    NotTcpSequence,
+    /// Only TCP's sequence analysis ([`TCP_ONLY_OPTIONS`]): the
+    /// TCP-analysis pass on the original capture.
+    TcpOnly,
+}
 
 /// Failures of running tshark or reading its output.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +83,13 @@ pub enum Error {
 pub fn program() -> String {
     std::env::var("WIRE_CHECK_TSHARK").unwrap_or_else(|_| "tshark".into())
 }
+
+/// Options added for a re-packetized capture: its TCP segmentation is not
+/// the original's (ACKs may precede the bytes they acknowledge), so TCP's
+/// sequence analysis would take delayed bytes for retransmissions and
+/// withhold them from the dissectors; that analysis is done on the
+/// original capture instead.
+pub const RESEGMENTED_OPTIONS: &[&str] = &["-o", "tcp.analyze_sequence_numbers:FALSE"];
 
 fn run<T>(
     file: &Path,
@@ -99,17 +132,24 @@ fn run<T>(
 }
 
 /// The verbose pass: frames with their iWARP/RPC layers, streamed to `sink`.
-pub fn verbose(file: &Path, sink: impl FnMut(crate::parse::Frame)) -> Result<u64, Error> {
-    let extra = vec![
+pub fn verbose(
+    file: &Path,
+    resegmented: bool,
+    sink: impl FnMut(crate::parse::Frame),
+) -> Result<u64, Error> {
+    let mut extra = vec![
         "-V".to_string(),
         "-O".to_string(),
         VERBOSE_LAYERS.to_string(),
     ];
+    if resegmented {
+        extra.extend(RESEGMENTED_OPTIONS.iter().map(|s| s.to_string()));
+    }
     run(file, &extra, |r| Ok(parse_verbose(r, sink)?))
 }
 
 /// The fields pass: TCP stream, RST and expert items of every frame.
-pub fn fields(file: &Path) -> Result<HashMap<u64, FrameMeta>, Error> {
+pub fn fields(file: &Path, which: ExpertItems) -> Result<HashMap<u64, FrameMeta>, Error> {
     let mut extra: Vec<String> = vec![
         "-T".into(),
         "fields".into(),
@@ -118,6 +158,12 @@ pub fn fields(file: &Path) -> Result<HashMap<u64, FrameMeta>, Error> {
         "-E".into(),
         format!("aggregator={AGGREGATOR}"),
     ];
+    if which == ExpertItems::NotTcpSequence {
+        extra.extend(RESEGMENTED_OPTIONS.iter().map(|s| s.to_string()));
+    }
+    if which == ExpertItems::TcpOnly {
+        extra.extend(TCP_ONLY_OPTIONS.iter().map(|s| s.to_string()));
+    }
     for f in FIELDS {
         extra.push("-e".into());
         extra.push((*f).into());
@@ -126,7 +172,22 @@ pub fn fields(file: &Path) -> Result<HashMap<u64, FrameMeta>, Error> {
         let mut map = HashMap::new();
         for line in std::io::BufRead::lines(r) {
             let line = line.map_err(ParseError::from)?;
-            if let Some(m) = parse_fields_line(&line) {
+            if let Some(mut m) = parse_fields_line(&line) {
+                if which != ExpertItems::All {
+                    // TCP's sequence analysis comes from the original
+                    // capture only; what other dissectors on top of TCP
+                    // make of iWARP bytes there is not wanted.
+                    let tcp_only = which == ExpertItems::TcpOnly;
+                    let keep: Vec<bool> = m
+                        .groups
+                        .iter()
+                        .map(|g| (*g == group::SEQUENCE) == tcp_only)
+                        .collect();
+                    let mut k = keep.iter();
+                    m.expert.retain(|_| *k.next().unwrap_or(&true));
+                    let mut k = keep.iter();
+                    m.groups.retain(|_| *k.next().unwrap_or(&true));
+                }
                 // Frames without stream or expert items need no entry.
                 if m.stream.is_some() || !m.expert.is_empty() {
                     map.insert(m.number, m);
@@ -142,9 +203,9 @@ pub fn fields(file: &Path) -> Result<HashMap<u64, FrameMeta>, Error> {
 pub fn judge_file(file: &Path) -> Result<Verdict, Error> {
     // The two passes are independent: run them side by side.
     let owned = file.to_path_buf();
-    let meta = std::thread::spawn(move || fields(&owned));
+    let meta = std::thread::spawn(move || fields(&owned, ExpertItems::All));
     let mut frames = Vec::new();
-    let verbose = verbose(file, |f| {
+    let verbose = verbose(file, false, |f| {
         // Keep only frames that carry something the judge looks at.
         if !f.items.is_empty() {
             frames.push(f)
@@ -155,20 +216,57 @@ pub fn judge_file(file: &Path) -> Result<Verdict, Error> {
     Ok(judge(&frames, &meta))
 }
 
-/// Judges the capture `file`: re-segments it one MPA frame end per TCP
+/// Judges the capture `file`: re-packetizes it one MPA frame per TCP
 /// segment (see [`crate::resegment`]) into `<file>.fpdu.pcap`, has tshark
-/// decode that, and reports failures with the frame numbers of `file`.
+/// decode that, takes TCP's own analysis (lost, out-of-order and
+/// retransmitted segments, windows, resets) from `file` itself, and reports
+/// failures with the frame numbers of `file`.
 pub fn check_file(file: &Path) -> Result<Verdict, Error> {
     let mut seg = file.as_os_str().to_owned();
     seg.push(".fpdu.pcap");
     let seg = std::path::PathBuf::from(seg);
-    let (map, stats) = crate::resegment::resegment(file, &seg)?;
-    let v = judge_file(&seg);
+    let r = crate::resegment::resegment(file, &seg)?;
+    let orig = file.to_path_buf();
+    let tcp = std::thread::spawn(move || fields(&orig, ExpertItems::TcpOnly));
+    let owned = seg.clone();
+    let meta = std::thread::spawn(move || fields(&owned, ExpertItems::NotTcpSequence));
+    let mut frames = Vec::new();
+    let verbose = verbose(&seg, true, |f| {
+        if !f.items.is_empty() {
+            frames.push(f)
+        }
+    });
+    let meta = meta.join().expect("fields pass thread panicked");
+    let tcp = tcp.join().expect("TCP pass thread panicked");
     if std::env::var_os("WIRE_CHECK_KEEP").is_none() {
         let _ = std::fs::remove_file(&seg);
     }
-    let mut v = v?;
-    v.remap(&map);
-    v.resegment = stats;
+    verbose?;
+    let mut meta = meta?;
+    // TCP's items of original frame n go to the first output frame
+    // written for it (or after it).
+    let last = r.stats.frames_out.max(1);
+    for (n, m) in tcp? {
+        let Some(&to) = usize::try_from(n)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .and_then(|i| r.to_output.get(i))
+        else {
+            continue;
+        };
+        let to = to.min(last);
+        let e = meta.entry(to).or_insert_with(|| FrameMeta {
+            number: to,
+            stream: m.stream,
+            ..FrameMeta::default()
+        });
+        e.stream = e.stream.or(m.stream);
+        e.reset |= m.reset;
+        e.expert.extend(m.expert);
+        e.groups.extend(m.groups);
+    }
+    let mut v = judge(&frames, &meta);
+    v.remap(&r.to_input);
+    v.resegment = r.stats;
     Ok(v)
 }

@@ -169,23 +169,7 @@ impl<C: Channel> RdmatestClient<C> {
             .channel
             .call(self.request(PROC_PUT, args.finish()))
             .await?;
-        let mut d = res.decoder();
-        let got: PutResult = d.decode()?;
-        d.finish()?;
-        if got.length != expected.length {
-            return Err(ClientError::LengthMismatch {
-                what: "PUT length",
-                expected: expected.length as usize,
-                got: got.length as usize,
-            });
-        }
-        if got.crc32c != expected.crc32c {
-            return Err(ClientError::CrcMismatch {
-                expected: expected.crc32c,
-                got: got.crc32c,
-            });
-        }
-        Ok(got)
+        check_put(&res, expected)
     }
 
     /// GET `length` pattern bytes for `seed` into a new buffer; checks the
@@ -268,6 +252,28 @@ fn check_pattern(
         });
     }
     verify_pattern(seed, data).map_err(|offset| ClientError::PatternMismatch { what, offset })
+}
+
+/// Decodes PUT results and checks them against `expected` (the length and
+/// CRC-32C of the data sent).
+pub fn check_put(res: &Payload, expected: PutResult) -> Result<PutResult, ClientError> {
+    let mut d = res.decoder();
+    let got: PutResult = d.decode()?;
+    d.finish()?;
+    if got.length != expected.length {
+        return Err(ClientError::LengthMismatch {
+            what: "PUT length",
+            expected: expected.length as usize,
+            got: got.length as usize,
+        });
+    }
+    if got.crc32c != expected.crc32c {
+        return Err(ClientError::CrcMismatch {
+            expected: expected.crc32c,
+            got: got.crc32c,
+        });
+    }
+    Ok(got)
 }
 
 /// NULL over `ch` with default options (see [`RdmatestClient::null`]).

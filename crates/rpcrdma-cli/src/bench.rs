@@ -29,7 +29,6 @@ use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use oncrpc::{Channel, Payload, Request};
 use rdmatest::{ClientError, PutResult, RdmatestClient};
-use xdr::XdrRead;
 
 use crate::channel::{self, AnyChannel};
 use crate::cpu::process_cpu_time;
@@ -431,22 +430,7 @@ async fn one_call<C: Channel>(
             )
             .with_timeout(Duration::from_secs(30));
             let res = client.channel().call(req).await?;
-            let mut d = res.decoder();
-            let got: PutResult = d.decode()?;
-            d.finish()?;
-            if got.length != expected_put.length {
-                return Err(ClientError::LengthMismatch {
-                    what: "PUT length",
-                    expected: expected_put.length as usize,
-                    got: got.length as usize,
-                });
-            }
-            if got.crc32c != expected_put.crc32c {
-                return Err(ClientError::CrcMismatch {
-                    expected: expected_put.crc32c,
-                    got: got.crc32c,
-                });
-            }
+            rdmatest::client::check_put(&res, expected_put)?;
             Ok(size)
         }
     }

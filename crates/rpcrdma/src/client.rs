@@ -44,7 +44,7 @@ use rpcrdma_proto::marshal::{
 };
 use rpcrdma_proto::private_data::{Negotiated, PrivateData};
 use rpcrdma_proto::reassemble::WriteChunkCursor;
-use rpcrdma_proto::stream::{roundup4, spans_len, Item, Span};
+use rpcrdma_proto::stream::{roundup4, spans_len, Span};
 use rpcrdma_proto::validate::{check_reply, ReplyVerdict};
 use rpcrdma_proto::wire::{Body, ChunkListsRepr, ErrorBody};
 use tokio::sync::oneshot;
@@ -383,11 +383,7 @@ impl<D: Device> Conn<D> {
         let local = PrivateData::find(&encoded).unwrap_or_default();
         let neg = Negotiated::client(&local, &peer);
         tracing::debug!(%addr, ?neg, "rpcrdma client connected");
-        Ok(Arc::new(Conn {
-            ep,
-            gen,
-            neg,
-        }))
+        Ok(Arc::new(Conn { ep, gen, neg }))
     }
 
     /// A fresh region for one registration. Regions are not pooled: a
@@ -820,15 +816,7 @@ impl<D: Device> Shared<D> {
         b.item(&req.call_header(xid));
         b.payload(args);
         let msg = b.finish();
-        let pieces: Vec<Bytes> = msg.pieces().iter().map(|p| p.bytes().clone()).collect();
-        let items: Vec<Item> = msg
-            .pieces()
-            .iter()
-            .map(|p| match p {
-                Piece::Xdr(b) => Item::Xdr(b.len() as u32),
-                Piece::Ddp(b) => Item::Ddp(b.len() as u32),
-            })
-            .collect();
+        let (pieces, items) = crate::ulb::stream_items(&msg);
         // The reply: Write chunks for the caller's result buffers, a Reply
         // chunk if the estimate may exceed the reply inline threshold.
         let est = binding.and_then(|b| {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use oncrpc::{AcceptStat, DispatchOutcome, Dispatcher, Payload, Piece, ReplyHeader};
+use oncrpc::{AcceptStat, DispatchOutcome, Dispatcher, Payload, ReplyHeader};
 use rdma_verbs::{
     Access, ConnParam, ConnectRequest, Device, Listener, MemoryRegion, MrBuffer, ProtectionDomain,
     QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, VerbsError,
@@ -37,7 +37,7 @@ use rpcrdma_proto::marshal::CallKind;
 use rpcrdma_proto::private_data::{Negotiated, PrivateData};
 use rpcrdma_proto::reassemble::{CallPiece, ReadChunkInfo};
 use rpcrdma_proto::reply::plan_reply;
-use rpcrdma_proto::stream::{Item, Span};
+use rpcrdma_proto::stream::Span;
 use rpcrdma_proto::validate::{check_call, Action, CallVerdict, ReceivedCall};
 use rpcrdma_proto::wire::{
     BodyRepr, ChunkListsRepr, ErrorBody, HeaderRepr, ReadList, Segment, RPCRDMA_VERSION,
@@ -798,15 +798,7 @@ impl<D: Device> SConn<D> {
                 return Ok(());
             }
         };
-        let pieces: Vec<Bytes> = reply.pieces().iter().map(|p| p.bytes().clone()).collect();
-        let items: Vec<Item> = reply
-            .pieces()
-            .iter()
-            .map(|p| match p {
-                Piece::Xdr(b) => Item::Xdr(b.len() as u32),
-                Piece::Ddp(b) => Item::Ddp(b.len() as u32),
-            })
-            .collect();
+        let (pieces, items) = crate::ulb::stream_items(&reply);
         let plan = match plan_reply(
             xid,
             grant,

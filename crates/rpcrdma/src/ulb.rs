@@ -14,6 +14,9 @@
 
 use std::sync::Arc;
 
+use oncrpc::Piece;
+use rpcrdma_proto::stream::Item;
+
 use rpcrdma_proto::binding::{
     rdmatest::{RdmatestBinding, PROGRAM, VERSION},
     BindingLookup, ProcedureBinding, ReplyLayout, UpperLayerBinding,
@@ -78,6 +81,22 @@ impl BindingLookup for Bindings {
     fn lookup(&self, prog: u32, vers: u32, proc_: u32) -> Option<ProcedureBinding> {
         self.binding(prog, vers)?.procedure(proc_)
     }
+}
+
+/// The pieces of an RPC message and their planning items (`Ddp` for a
+/// DDP-eligible item, `Xdr` for the rest), as the marshal and reply plans
+/// take them.
+pub(crate) fn stream_items(msg: &oncrpc::Payload) -> (Vec<bytes::Bytes>, Vec<Item>) {
+    let pieces = msg.pieces().iter().map(|p| p.bytes().clone()).collect();
+    let items = msg
+        .pieces()
+        .iter()
+        .map(|p| match p {
+            Piece::Xdr(b) => Item::Xdr(b.len() as u32),
+            Piece::Ddp(b) => Item::Ddp(b.len() as u32),
+        })
+        .collect();
+    (pieces, items)
 }
 
 /// RDMATEST program and version, re-exported for convenience.

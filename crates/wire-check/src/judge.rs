@@ -74,8 +74,9 @@ pub struct Connection {
     /// Calls with a Read chunk, or RDMA_NOMSG replies, whose chunk handle
     /// an earlier call on the same connection already used: tshark 4.0
     /// files chunk segments per connection by handle (and offset), finds
-    /// the stale segment and cannot reassemble them. Counted, not failed,
-    /// and not checked further.
+    /// the stale segment and cannot reassemble them. Our requester never
+    /// reuses a handle on a connection (a fresh region per registration),
+    /// so each one fails, and is counted.
     pub reused_handle_chunks: u64,
     /// Calls whose RPC message did not decode that the responder answered
     /// with RDMA_ERROR (their failures are excused).
@@ -699,6 +700,7 @@ fn judge_payload(
                     no_rpc(c, "Read list names one handle in several segments");
                 } else if reused(&r.read_handles) {
                     c.reused_handle_chunks += 1;
+                    no_rpc(c, "Read chunk handle already offered by an earlier call on this connection (tshark cannot reassemble it; the client registers every segment in a fresh region)");
                 } else {
                     pending.insert((r.xid, true), frame);
                 }
@@ -735,6 +737,7 @@ fn judge_payload(
                 }
                 _ if r.msg_type == msg_type::NOMSG && reused_reply.remove(&r.xid) => {
                     c.reused_handle_chunks += 1;
+                    no_rpc(c, "Reply chunk handle already offered by an earlier call on this connection (tshark cannot reassemble it)");
                 }
                 _ if r.msg_type == msg_type::NOMSG => {
                     no_rpc(c, "Reply chunk not reassembled into an RPC reply")
@@ -938,7 +941,7 @@ mod tests {
         assert!(v.passed(), "{v:?}");
         assert_eq!(v.connections[0].reassembled, 1);
         // A second call offering the same handle cannot be reassembled by
-        // tshark: counted, not failed.
+        // tshark: fails (our client never reuses a handle), and is counted.
         fs.push(frame(
             5,
             true,
@@ -955,7 +958,11 @@ mod tests {
             ],
         ));
         let v = run(&fs);
-        assert!(v.passed(), "{v:?}");
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 5 && f.what.contains("already offered")),
+            "{v:?}"
+        );
         assert_eq!(v.connections[0].reused_handle_chunks, 1);
     }
 
@@ -1131,5 +1138,86 @@ mod tests {
                 .any(|(_, f)| f.frame == 2 && f.what.contains("not captured")),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn work_cut_by_a_close_is_excused_only_with_the_close() {
+        let mut fs = handshake();
+        let r = Rpcordma {
+            xid: 5,
+            msg_type: msg_type::MSG,
+            reads: 1,
+            read_handles: vec![0xaa],
+            ..Default::default()
+        };
+        fs.push(frame(
+            3,
+            true,
+            vec![Item::Fpdu(send(1, 100, opcode::SEND)), Item::Rpcordma(r)],
+        ));
+        let mut rr = send(1, 28, opcode::READ_REQUEST);
+        rr.ddp.as_mut().unwrap().qn = Some(1);
+        rr.ddp.as_mut().unwrap().read_request = Some(ReadRequest {
+            sink_stag: 0x11,
+            size: 1000,
+            src_stag: 0xaa,
+        });
+        fs.push(frame(4, false, vec![Item::Fpdu(rr)]));
+        let v = run(&fs);
+        assert!(
+            v.failures().any(|(_, f)| f.what.contains("never answered")),
+            "{v:?}"
+        );
+        let mut m = meta(&fs);
+        m.insert(
+            5,
+            FrameMeta {
+                number: 5,
+                stream: Some(0),
+                reset: true,
+                expert: vec![(severity::WARN, "Connection reset (RST)".into())],
+                groups: vec![crate::parse::group::SEQUENCE],
+            },
+        );
+        let v = judge(&fs, &m);
+        assert!(v.passed(), "{v:?}");
+        let c = &v.connections[0];
+        assert_eq!((c.closed_with_outstanding, c.resets), (2, 1));
+        assert!(c
+            .excused
+            .iter()
+            .all(|e| e.what.contains("cut by the close")));
+    }
+
+    #[test]
+    fn short_send_malformed_only_excused_off_rpc_connections() {
+        let mut fs = handshake();
+        fs.push(frame(
+            3,
+            false,
+            vec![
+                Item::Fpdu(send(1, 5, opcode::SEND)),
+                Item::Malformed("[Malformed Packet: RPCoRDMA]".into()),
+            ],
+        ));
+        let mut m = meta(&fs);
+        m.get_mut(&3).unwrap().expert.push((
+            severity::ERROR,
+            "Malformed Packet (Exception occurred)".into(),
+        ));
+        let v = judge(&fs, &m);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].short_sends, 1);
+        // A 20-byte Send flagged malformed is not excused.
+        let mut fs2 = handshake();
+        fs2.push(frame(
+            3,
+            false,
+            vec![
+                Item::Fpdu(send(1, 20, opcode::SEND)),
+                Item::Malformed("[Malformed Packet: RPCoRDMA]".into()),
+            ],
+        ));
+        assert!(!judge(&fs2, &m).passed());
     }
 }

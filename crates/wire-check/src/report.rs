@@ -67,7 +67,7 @@ pub fn summary(v: &Verdict) -> String {
     );
     let _ = writeln!(
         s,
-        "chunks tshark 4.0 cannot reassemble because their handle was offered by an earlier call on the same connection (tshark files segments by handle and offset): {}",
+        "chunks whose handle an earlier call on the connection offered (tshark 4.0 cannot reassemble them; failures): {}",
         sum(|c| c.reused_handle_chunks)
     );
     let _ = writeln!(

@@ -11,12 +11,12 @@ cd "$(dirname "$0")/.."
 mkdir -p target  # holds test-output.txt even when CARGO_TARGET_DIR points elsewhere
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-10}"
-# WIRE_CHECK=1 also captures the whole test run with dumpcap and has
-# `wire-check` (tshark) judge every iWARP connection in it. Off by default:
-# the capture still drops packets under the full suite's load and the judge
-# reports failures not yet classified (see the transport issue's note); the
-# per-feature tshark tests inside `cargo test` run either way.
-WIRE_CHECK="${WIRE_CHECK:-0}"
+# The wire oracle (on by default; WIRE_CHECK=0 opts out): the whole test
+# run is captured with dumpcap and `wire-check` has tshark judge every
+# iWARP connection in it; the run fails if the judge fails or the capture
+# lost packets. The per-feature tshark tests inside `cargo test` run either
+# way.
+WIRE_CHECK="${WIRE_CHECK:-1}"
 
 # Wall time per phase, printed in the summary.
 phase_names=(); phase_secs=(); phase_start=$SECONDS; phase_name=""
@@ -55,22 +55,33 @@ cargo clippy --workspace --all-targets -- -D warnings
 # afterwards `wire-check` has tshark judge every iWARP connection in it.
 # The tests run in a network namespace of their own (when `unshare --net`
 # is permitted) so the capture holds this run's traffic and nothing else
-# of the machine. A large kernel buffer (-B, MiB) because loopback bursts
-# are fast; any packet the capture dropped makes the judgement void, so
-# drops fail.
-WIRE_DIR=target/wire
+# of the machine. The capture goes to tmpfs (/dev/shm) when it has room, so
+# dumpcap never waits for a disk, through a large kernel ring (-B, MiB;
+# libpcap silently falls back to 2 MiB at 2048 and above, so the ring is
+# checked). Any packet the capture dropped makes the judgement void, so
+# drops fail. WIRE_KEEP=1 keeps the capture after a passing judgement.
+if [ -z "${WIRE_DIR:-}" ]; then
+  WIRE_DIR=target/wire
+  if [ -d /dev/shm ] && [ "$(df -Pm /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')" -ge 6144 ] 2>/dev/null; then
+    WIRE_DIR="/dev/shm/rpcrdma-wire-$$"
+  fi
+fi
 WIRE_PCAP="$WIRE_DIR/testrun.pcapng"
-export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-2048}"
+export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-1024}"
+if [ "$WIRE_BUFFER_MB" -ge 2048 ]; then
+  echo "WIRE_BUFFER_MB=$WIRE_BUFFER_MB: libpcap cannot map a ring of 2 GiB or more (it falls back to 2 MiB); use at most 2047" >&2
+  exit 1
+fi
 
 captured_tests() {
-  local dumpcap_pid ready head_size rc
+  local dumpcap_pid ready head_size rc ring range rest
   if [ "${1:-}" = "isolated" ]; then
     ip link set lo up
-    # Loopback runs at memory speed, faster than dumpcap can write: shape
-    # this private lo (WIRE_RATE, tc tbf; "0" = unshaped) so the capture
-    # keeps up. Only ever inside the test run's own network namespace.
-    if [ "${WIRE_RATE:-400mbit}" != "0" ] && command -v tc >/dev/null 2>&1; then
-      tc qdisc add dev lo root tbf rate "${WIRE_RATE:-400mbit}" burst 512kb latency 500ms
+    # Optional shaping of this private lo (WIRE_RATE, tc tbf, e.g. 400mbit;
+    # default "0" = unshaped: with the ring on tmpfs dumpcap keeps up).
+    # Only ever inside the test run's own network namespace.
+    if [ "${WIRE_RATE:-0}" != "0" ] && command -v tc >/dev/null 2>&1; then
+      tc qdisc add dev lo root tbf rate "$WIRE_RATE" burst 512kb latency 500ms
     fi
   fi
   mkdir -p "$WIRE_DIR"
@@ -93,6 +104,16 @@ captured_tests() {
   if [ "$ready" != 1 ]; then
     echo "dumpcap did not start capturing on lo:" >&2; cat "$WIRE_DIR/dumpcap.log" >&2; return 1
   fi
+  # The kernel ring dumpcap really got (its packet socket's mapping).
+  ring=0
+  while read -r range _ _ _ _ rest; do
+    case "$rest" in socket:*) ring=$(( (16#${range#*-} - 16#${range%-*}) / 1048576 ));; esac
+  done <"/proc/$dumpcap_pid/maps"
+  echo "dumpcap capturing into $WIRE_PCAP through a ${ring} MiB ring"
+  if [ "$ring" -lt "$WIRE_BUFFER_MB" ]; then
+    echo "dumpcap's ring is ${ring} MiB, not the ${WIRE_BUFFER_MB} MiB asked for: the capture would drop packets" >&2
+    return 1
+  fi
   set +e
   cargo test --workspace 2>&1 | tee target/test-output.txt
   rc=${PIPESTATUS[0]}
@@ -104,6 +125,7 @@ captured_tests() {
   return "$rc"
 }
 
+wire_line=""
 if [ "$WIRE_CHECK" != "0" ]; then
   step "building wire-check and the tests (before capturing)"
   cargo build --release -p wire-check
@@ -118,21 +140,36 @@ if [ "$WIRE_CHECK" != "0" ]; then
   fi
 
   step "wire oracle: tshark judges the captured RDMA traffic"
+  mkdir -p target/wire
   cat "$WIRE_DIR/dumpcap.log"
   # "Packets received/dropped on interface 'Loopback: lo': R/D (pcap:P/dumpcap:Q/flushed:F/ps_ifdrop:I)"
   drops=$(grep -Eo 'received/dropped on interface[^:]*: *[0-9]+/[0-9]+ \(pcap:[0-9]+/dumpcap:[0-9]+/flushed:[0-9]+/ps_ifdrop:[0-9]+\)' "$WIRE_DIR/dumpcap.log" \
     | sed -E 's/.*: *[0-9]+\/([0-9]+) \(pcap:([0-9]+)\/dumpcap:([0-9]+)\/flushed:([0-9]+)\/ps_ifdrop:([0-9]+)\)/\1 \2 \3 \4 \5/')
   if [ -z "$drops" ]; then
-    echo "cannot read dumpcap's drop counters: the capture cannot be trusted" >&2; exit 1
+    echo "cannot read dumpcap's drop counters: the capture cannot be trusted (kept: $WIRE_PCAP)" >&2; exit 1
   fi
   for d in $drops; do
     if [ "$d" != 0 ]; then
-      echo "dumpcap dropped packets ($drops): the capture cannot judge the run; raise WIRE_BUFFER_MB" >&2
+      echo "dumpcap dropped packets ($drops): the capture cannot judge the run (kept: $WIRE_PCAP); raise WIRE_BUFFER_MB (< 2048) or shape lo with WIRE_RATE" >&2
       exit 1
     fi
   done
   ls -l "$WIRE_PCAP"
-  "${CARGO_TARGET_DIR:-target}/release/wire-check" "$WIRE_PCAP"
+  set +e
+  "${CARGO_TARGET_DIR:-target}/release/wire-check" "$WIRE_PCAP" 2>&1 | tee target/wire/wire-check.txt
+  wire_rc=${PIPESTATUS[0]}
+  set -e
+  cp -f "$WIRE_PCAP.failures.txt" target/wire/ 2>/dev/null || true
+  wire_line=$(grep -E '^wire oracle: ' target/wire/wire-check.txt || echo "wire oracle: no verdict (see target/wire/wire-check.txt)")
+  if [ "$wire_rc" != 0 ]; then
+    echo "$wire_line" >&2
+    echo "the wire oracle failed: capture kept at $WIRE_PCAP, every failure in target/wire/$(basename "$WIRE_PCAP").failures.txt" >&2
+    exit 1
+  fi
+  if [ "${WIRE_KEEP:-0}" = "0" ]; then
+    rm -f "$WIRE_PCAP" "$WIRE_PCAP.failures.txt"
+    [ "$WIRE_DIR" = target/wire ] || rm -rf "$WIRE_DIR"
+  fi
 else
   step "cargo test --workspace"
   cargo test --workspace 2>&1 | tee target/test-output.txt
@@ -172,4 +209,5 @@ for i in "${!phase_names[@]}"; do
 done
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
+[ -n "$wire_line" ] && echo "$wire_line"
 echo "${passed} passed, ${failed} failed"

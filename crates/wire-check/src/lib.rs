@@ -2,39 +2,52 @@
 //! by `tshark` (Wireshark's dissectors, independent of our code) and judged
 //! per iWARP TCP connection.
 //!
+//! * [`resegment`] re-packetizes the capture one MPA frame per TCP segment
+//!   (same bytes, same sequence numbers, each frame emitted when its last
+//!   byte was captured), because tshark 4.0's rpcordma dissector keeps its
+//!   reassembly state per frame and its MPA heuristic drops an FPDU start
+//!   shorter than 8 bytes left after a reassembled PDU: coalesced loopback
+//!   segments would otherwise show spurious failures.
 //! * [`tshark`] runs tshark with the project's options and streams its
-//!   output.
+//!   output: the verbose and fields passes on the re-packetized capture, and
+//!   TCP's own sequence analysis (lost, out-of-order, retransmitted segments,
+//!   windows, resets) on the original capture.
 //! * [`parse`] turns tshark's verbose text (`-V -O …`) into per-frame
 //!   records of the iWARP and RPC layers, and its `-T fields` output into
 //!   per-frame TCP stream and expert information.
-//! * [`judge`] checks every connection: MPA negotiation, "Good CRC32" on
-//!   every FPDU, no expert warnings or errors from the RDMA/RPC layers (and
-//!   none from TCP but flow control), MSN/MO in sequence per untagged queue,
-//!   Read Responses matching Read Requests, every RDMA Send of an
-//!   RPC-over-RDMA connection decoding as `rpcordma` and its RPC (same XID)
-//!   decoding as `rpc`, directly or reassembled from chunks.
+//! * [`judge`](mod@judge) checks every connection: MPA negotiation, "Good CRC32" on
+//!   every FPDU, no expert warnings or errors (TCP's flow-control warnings
+//!   and RSTs are counted, not failed), MSN/MO in sequence per untagged
+//!   queue, Read Responses matching Read Requests in order and size, every
+//!   RDMA Send of an RPC-over-RDMA connection decoding as `rpcordma`, every
+//!   call from the requester carrying its RPC call (same XID) inline or
+//!   reassembled by tshark from its Read chunks, every reply carrying its
+//!   RPC reply inline (reduced when it has Write chunks) or, for
+//!   RDMA_NOMSG, reassembled from the Reply chunk.
 //! * [`report`] prints the summary.
 //!
-//! Which chunks tshark 4.0 can reassemble over iWARP (facts from Wireshark's
-//! `packet-rpcrdma.c`): Read chunks (reassembled in the frame of the last
-//! Read Response, when every segment of the chunk has its own STag — the
-//! dissector files segments by handle alone), Reply chunks (reassembled in
-//! the RDMA_NOMSG reply), multi-segment Sends. Write chunks are only
-//! reinserted when the upper-layer dissector reports where the reduced data
-//! item sits (NFS does; an RPC program unknown to Wireshark cannot), so for
-//! them the oracle checks that the reduced RPC message decodes with the same
-//! XID and that the RDMA Writes are well formed — and says so in the report.
-//! tshark 4.0 also keeps that reassembly state per *frame*: when a reply
-//! with a Write list shares a TCP segment with the chunk's last RDMA Write,
-//! it hands the chunk data to the RPC dissector instead of the reply
-//! ("Continuation data"); such replies are counted, not failed.
+//! What tshark 4.0 cannot show, and how the judge deals with it (facts from
+//! Wireshark's `packet-rpcrdma.c`):
+//! * Chunk segments are filed per connection by handle and offset, so a
+//!   handle offered twice on a connection cannot be reassembled; our
+//!   requester registers every segment in a fresh region, so a reused
+//!   handle fails.
+//! * Write-chunk data is re-inserted into the reply only for programs whose
+//!   dissector reports where the reduced data item sits (NFS does, an RPC
+//!   program unknown to Wireshark cannot): for Write chunks the oracle
+//!   checks the reduced reply and the RDMA Writes, and counts them.
+//! * `packet_is_rpcordma` reads the 16-byte header before checking the
+//!   length, so RDMA Sends shorter than that on connections that do not
+//!   carry RPC-over-RDMA show as malformed RPCoRDMA: counted, not failed.
 //!
-//! Negative tests (bad CRCs, invalid STags, Sends without receives…) end
-//! their connection with an RDMAP Terminate. Such a connection is judged
-//! fully up to the Terminate; only failures in the frames its sender
-//! received after its own last FPDU (the fault it answered) are excused,
-//! and listed. A fault without a Terminate, or one the terminating peer
-//! kept talking past, fails.
+//! Faults are excused only where they were answered as the protocol
+//! requires, and are listed: a connection with an RDMAP Terminate is judged
+//! fully up to it, and only failures in the frames its sender received
+//! after its own last FPDU (the fault it answered) are excused; a call
+//! whose RPC message does not decode is excused when the responder answers
+//! its XID with RDMA_ERROR; operations still outstanding when a peer closed
+//! or reset the connection (Read Requests, chunk reassemblies) are excused
+//! as cut by the close. A fault without such an answer fails.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

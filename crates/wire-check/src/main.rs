@@ -35,6 +35,7 @@ fn main() -> anyhow::Result<()> {
         "(tshark passes and judgement took {:.1} s)",
         t0.elapsed().as_secs_f64()
     );
+    println!("{}", wire_check::report::one_line(&v));
     if v.connections.is_empty() {
         bail!("no iWARP connection in {file}: nothing was judged");
     }

@@ -4,7 +4,7 @@
 //! text: one block per frame, one unindented line per protocol layer, the
 //! expanded layers' fields indented below. The text is used (rather than
 //! `-T json`) because the MPA CRC verdict ("Good CRC32" / "Bad CRC32") only
-//! exists in the field's label. [`parse_fields`] reads the `-T fields`
+//! exists in the field's label. [`parse_fields_line`] reads the `-T fields`
 //! output of [`crate::tshark::FIELDS`].
 
 use std::io::BufRead;

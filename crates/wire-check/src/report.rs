@@ -141,6 +141,25 @@ pub fn summary(v: &Verdict) -> String {
     s
 }
 
+/// The verdict in one line (`wire oracle: PASS|FAIL: …`), for the test
+/// script's summary.
+pub fn one_line(v: &Verdict) -> String {
+    let sum = |f: fn(&crate::judge::Connection) -> u64| v.connections.iter().map(f).sum::<u64>();
+    let failures = v.failures().count();
+    let excused: usize = v.connections.iter().map(|c| c.excused.len()).sum();
+    format!(
+        "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults, {} failures",
+        if v.passed() { "PASS" } else { "FAIL" },
+        v.connections.len(),
+        sum(|c| c.fpdus),
+        sum(|c| c.rpcs),
+        sum(|c| c.reassembled),
+        sum(|c| c.write_chunk_replies),
+        excused,
+        failures
+    )
+}
+
 /// A failure message with its numbers blanked, to group failures by kind.
 pub fn kind(what: &str) -> String {
     let mut out = String::with_capacity(what.len());

@@ -971,6 +971,9 @@ struct TxState {
 /// Bytes a poster may produce and write inline.
 const INLINE_BUDGET: usize = 64 * 1024;
 
+/// Bytes the writer task produces per round of vectored writes.
+const WRITER_BUDGET: usize = 1 << 20;
+
 /// Posts closer together than this form a burst: rather than one write
 /// (and one loopback wakeup of the peer) per small message, the writer task
 /// collects them into one vectored write. Isolated posts (request/response
@@ -1174,7 +1177,7 @@ async fn writer(path: Arc<TxPath>, file: Option<Capture>) {
             let mut st = path.lock();
             st.coalescing = false;
             let mut bufs = std::mem::take(&mut st.backlog);
-            if bufs.is_empty() && st.tx.poll_transmit(&mut bufs, 1 << 20) > 0 {
+            if bufs.is_empty() && st.tx.poll_transmit(&mut bufs, WRITER_BUDGET) > 0 {
                 path.record(&bufs);
             }
             if bufs.is_empty() {

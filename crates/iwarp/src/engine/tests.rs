@@ -999,6 +999,59 @@ fn large_messages_stream_through_direct_placement() {
 /// FPDUs that arrive together are processed from the staging buffer, not
 /// with a read each (and a large payload that is not buffered yet is still
 /// read straight into memory, in few reads).
+/// With all bytes of a stream of large tagged FPDUs available at once,
+/// nearly every payload byte is read straight into the registered buffer:
+/// a direct read takes only the trailer and the next header into the
+/// staging buffer, not the next FPDUs (which would cost a copy each).
+#[test]
+fn large_fpdu_stream_is_not_staged() {
+    let (mut a, mut b) = pair(true, 65_535);
+    let n = 4 << 20;
+    let (tr, tstag) = b.reg_zeroed(n, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let payload = data(n, 9);
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
+    a.post_send(SendWr::write(
+        1,
+        vec![Sge::new(sstag, 0, n as u32)],
+        RemoteAddr {
+            rkey: tstag,
+            offset: 0,
+        },
+    ));
+    let bytes = a.out();
+    let (mut pos, mut staged) = (0, 0);
+    let mut st = RxStatus::Budget;
+    while st == RxStatus::Budget {
+        st =
+            b.rx.recv(|bufs| {
+                if pos == bytes.len() {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                let (k, mut total) = (bufs.len(), 0);
+                for (i, buf) in bufs.iter_mut().enumerate() {
+                    let m = buf.len().min(bytes.len() - pos);
+                    buf[..m].copy_from_slice(&bytes[pos..pos + m]);
+                    pos += m;
+                    total += m;
+                    // A single slice, or the second of two, is the stage.
+                    if k == 1 || i == 1 {
+                        staged += m;
+                    }
+                }
+                Ok(total)
+            })
+            .unwrap();
+    }
+    assert_eq!(st, RxStatus::WouldBlock);
+    assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
+    // The first read (no header known yet) fills the stage; after that only
+    // trailers and headers go there.
+    assert!(
+        staged < n / 8,
+        "{staged} of {n} bytes went through the stage"
+    );
+}
+
 #[test]
 fn buffered_fpdus_need_no_read_each() {
     let (mut a, mut b) = pair(true, 4096);

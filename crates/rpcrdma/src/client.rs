@@ -50,7 +50,7 @@ use rpcrdma_proto::wire::{Body, ChunkListsRepr, ErrorBody};
 use tokio::sync::oneshot;
 
 use crate::config::RdmaConfig;
-use crate::endpoint::{lock, Continuation, Endpoint, RECV_MARGIN};
+use crate::endpoint::{lock, Endpoint, RECV_MARGIN};
 use crate::error::TransportError;
 use crate::report::{CallReport, MessageKind, ReplyMode};
 use crate::ulb::Bindings;
@@ -92,7 +92,6 @@ struct Reg<D: Device> {
 
 struct Sent<D: Device> {
     gen: u64,
-    conn: Arc<Conn<D>>,
     offered: OfferedChunks,
     regions: Vec<Reg<D>>,
     report: CallReport,
@@ -397,16 +396,6 @@ impl<D: Device> Conn<D> {
     }
 }
 
-/// A continuation that can be run from either of two places, once.
-type OnceCell = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
-
-fn run_once(c: &OnceCell) {
-    let f = lock(c).take();
-    if let Some(f) = f {
-        f();
-    }
-}
-
 /// What the reply said, extracted from the receive buffer.
 enum Outcome {
     Reply {
@@ -672,7 +661,6 @@ impl<D: Device> Shared<D> {
                     slot.in_transit = false;
                     slot.sent = Some(Sent {
                         gen: conn.gen,
-                        conn: conn.clone(),
                         offered: p.offered,
                         regions: p.regions,
                         report: p.report,
@@ -1069,27 +1057,26 @@ impl<D: Device> Shared<D> {
             return;
         };
         let Sent {
-            conn,
             regions,
             mut report,
             ..
         } = sent;
-        let mut to_invalidate = Vec::new();
+        let mut to_invalidate = 0;
         for r in &regions {
             if inv == Some(r.rkey) {
                 report.remote_invalidated = true;
             } else if r.mr.is_valid() {
-                to_invalidate.push(r.rkey);
+                to_invalidate += 1;
             }
         }
         if report.remote_invalidated {
             self.stats.remote_invalidations.fetch_add(1, Relaxed);
         }
-        report.local_invalidations = to_invalidate.len();
+        report.local_invalidations = to_invalidate;
         report.reply_recv_bytes = recv_len;
         self.stats
             .local_invalidations
-            .fetch_add(to_invalidate.len() as u64, Relaxed);
+            .fetch_add(to_invalidate as u64, Relaxed);
         let Some(tx) = slot.tx else {
             // Abandoned: regions were released when the caller gave up.
             for r in regions {
@@ -1097,58 +1084,33 @@ impl<D: Device> Shared<D> {
             }
             return;
         };
-        let sh = self.clone();
-        let proc_ = slot.req.procedure;
-        let (prog, vers) = (slot.req.prog, slot.req.vers);
-        let done: OnceCell = Arc::new(Mutex::new(Some(Box::new(move || {
-            let mut write_bufs: Vec<Option<MrBuffer>> = Vec::new();
-            let mut reply_buf = None;
-            for r in regions {
-                let buf = r.mr.deregister();
-                // A chunk registered segment by segment comes back piece
-                // by piece, in order.
-                match r.source {
-                    RegionSource::ReplyWriteChunk { chunk } => {
-                        if write_bufs.len() <= chunk {
-                            write_bufs.resize_with(chunk + 1, || None);
-                        }
-                        write_bufs[chunk] = join(write_bufs[chunk].take(), buf);
+        // Every registration still valid is invalidated here, before the
+        // caller sees anything, by deregistering it: regions are not reused
+        // (see `take_mr`), and deregistration invalidates atomically with
+        // respect to placement (a late RDMA operation on the STag is
+        // refused), so a LocalInvalidate work request would only add a trip
+        // through the send queue and a completion.
+        let (prog, vers, proc_) = (slot.req.prog, slot.req.vers, slot.req.procedure);
+        let mut write_bufs: Vec<Option<MrBuffer>> = Vec::new();
+        let mut reply_buf = None;
+        for r in regions {
+            let buf = r.mr.deregister();
+            // A chunk registered segment by segment comes back piece by
+            // piece, in order.
+            match r.source {
+                RegionSource::ReplyWriteChunk { chunk } => {
+                    if write_bufs.len() <= chunk {
+                        write_bufs.resize_with(chunk + 1, || None);
                     }
-                    RegionSource::ReplyChunk => reply_buf = join(reply_buf.take(), buf),
-                    _ => {}
+                    write_bufs[chunk] = join(write_bufs[chunk].take(), buf);
                 }
+                RegionSource::ReplyChunk => reply_buf = join(reply_buf.take(), buf),
+                _ => {}
             }
-            let res = sh.build_result(prog, vers, proc_, report, outcome, write_bufs, reply_buf);
-            sh.stats.completed.fetch_add(1, Relaxed);
-            let _ = tx.send(res);
-        }) as Box<dyn FnOnce() + Send>)));
-        let n = to_invalidate.len();
-        let mut posted_last = false;
-        for (k, rkey) in to_invalidate.into_iter().enumerate() {
-            let last = k + 1 == n;
-            let then: Option<Continuation> = if last {
-                let d = done.clone();
-                Some(Box::new(move |_wc| run_once(&d)))
-            } else {
-                None
-            };
-            if conn
-                .ep
-                .post(SendWr::local_invalidate(0, rkey), Vec::new(), then)
-                .is_err()
-            {
-                // `done` deregisters what is still valid, which
-                // invalidates synchronously.
-                break;
-            }
-            posted_last = last;
         }
-        // Without a posted continuation, or on a dead connection whose
-        // completions may never be polled again, complete now (run_once
-        // makes a second run a no-op).
-        if !posted_last || conn.ep.is_dead() {
-            run_once(&done);
-        }
+        let res = self.build_result(prog, vers, proc_, report, outcome, write_bufs, reply_buf);
+        self.stats.completed.fetch_add(1, Relaxed);
+        let _ = tx.send(res);
     }
 
     #[allow(clippy::too_many_arguments)]

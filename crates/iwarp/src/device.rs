@@ -938,9 +938,11 @@ fn emss(stream: &TcpStream) -> usize {
 }
 
 /// The transmit half of a connection, shared by the writer task and by
-/// posters: a poster transmits inline (no task hop) when the writer task is
-/// idle and the socket takes everything at once; otherwise the writer task
-/// finishes the job. `writer_active` keeps bytes in order: while it is set,
+/// posters: an isolated post is transmitted inline (no task hop) when the
+/// writer task is idle and the socket takes everything at once; otherwise
+/// the writer task finishes the job. Posts that come in a burst (see
+/// [`BURST_GAP`]) only queue: the writer task sends them together with one
+/// vectored write. `writer_active` keeps bytes in order: while it is set,
 /// only the writer task writes.
 #[derive(Debug)]
 struct TxPath {

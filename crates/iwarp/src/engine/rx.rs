@@ -6,8 +6,10 @@
 //! part of a payload that has not arrived yet is read **from the socket
 //! straight into the registered buffer** (a vectored read whose second
 //! slice is the staging buffer, which takes the trailer and whatever
-//! follows). So payload is copied by user space at most once, and there is
-//! never a read per small FPDU while data is already waiting.
+//! follows; in a stream of large segments only the trailer and the next
+//! tagged header, so that the next payload is read directly too). So
+//! payload is copied by user space at most once, and there is never a read
+//! per small FPDU while data is already waiting.
 //! Each chunk is placed under the region's lock after re-checking the STag
 //! (validity, key, PD, rights, bounds), so an invalidation takes effect
 //! atomically with respect to placement. The CRC is computed over the bytes

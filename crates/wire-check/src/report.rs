@@ -89,9 +89,20 @@ pub fn summary(v: &Verdict) -> String {
     );
     let _ = writeln!(
         s,
-        "TCP flow-control warnings (not failures): {}",
-        sum(|c| c.flow_control_warnings)
+        "TCP flow-control warnings (not failures): {}; TCP reordering warnings (every MPA byte stream verified complete, so not loss): {}",
+        sum(|c| c.flow_control_warnings),
+        sum(|c| c.reordering_warnings)
     );
+    if !v.resegment.incomplete_directions.is_empty() {
+        let _ = writeln!(
+            s,
+            "FAIL: the capture lost bytes of {} MPA directions (the judgement of their connections is void):",
+            v.resegment.incomplete_directions.len()
+        );
+        for d in v.resegment.incomplete_directions.iter().take(20) {
+            let _ = writeln!(s, "  {d}");
+        }
+    }
     if !terminated.is_empty() {
         let _ = writeln!(
             s,
@@ -145,7 +156,7 @@ pub fn summary(v: &Verdict) -> String {
 /// script's summary.
 pub fn one_line(v: &Verdict) -> String {
     let sum = |f: fn(&crate::judge::Connection) -> u64| v.connections.iter().map(f).sum::<u64>();
-    let failures = v.failures().count();
+    let failures = v.failures().count() + v.resegment.incomplete_directions.len();
     let excused: usize = v.connections.iter().map(|c| c.excused.len()).sum();
     format!(
         "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults, {} failures",

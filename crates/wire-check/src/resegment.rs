@@ -60,6 +60,10 @@ pub struct Stats {
     pub segments_split: u64,
     /// TCP directions whose MPA framing was followed.
     pub mpa_directions: u64,
+    /// MPA directions whose byte stream has a hole the capture never
+    /// filled (bytes after it, or a FIN beyond it, were captured): the
+    /// capture lost data of that connection.
+    pub incomplete_directions: Vec<String>,
 }
 
 /// One captured frame.
@@ -301,6 +305,8 @@ struct Stream {
     ends: Vec<u64>,
     /// Offset of the first data byte (1 after a SYN).
     first: u64,
+    /// Offset of the FIN, if one was captured.
+    fin: Option<u64>,
 }
 
 impl Stream {
@@ -312,13 +318,17 @@ impl Stream {
             mpa: Mpa::Header(Vec::with_capacity(20)),
             ends: Vec::new(),
             first: u64::from(syn),
+            fin: None,
         }
     }
 
-    fn push(&mut self, seq: u32, syn: bool, data: &[u8]) {
+    fn push(&mut self, seq: u32, syn: bool, fin: bool, data: &[u8]) {
         let mut off = self.seq.offset(seq);
         if syn {
             off += 1;
+        }
+        if fin {
+            self.fin = Some(off + data.len() as u64);
         }
         if data.is_empty() {
             return;
@@ -600,12 +610,26 @@ pub fn resegment(input: &Path, output: &Path) -> Result<Resegmented, ResegmentEr
                 streams.insert(key.clone(), Stream::new(isn, t.syn));
             }
             if let Some(s) = streams.get_mut(&key) {
-                s.push(t.seq, t.syn, &p.data[t.payload..t.payload + t.len]);
+                let fin = p.data[t.tcp + 13] & FIN != 0;
+                s.push(t.seq, t.syn, fin, &p.data[t.payload..t.payload + t.len]);
             }
         }
     })?;
     let mut out = Resegmented::default();
     out.stats.mpa_directions = streams.values().filter(|s| !s.ends.is_empty()).count() as u64;
+    let mut holes: Vec<String> = streams
+        .iter()
+        .filter(|(_, s)| !s.ends.is_empty())
+        .filter(|(_, s)| !s.ooo.is_empty() || s.fin.is_some_and(|f| f > s.next))
+        .map(|((d, _), s)| {
+            format!(
+                "port {} -> port {}: bytes missing after stream offset {}",
+                d.1, d.3, s.next
+            )
+        })
+        .collect();
+    holes.sort();
+    out.stats.incomplete_directions = holes;
     let mut em: HashMap<Key, Emitter> = streams
         .into_iter()
         .filter(|(_, s)| !s.ends.is_empty())

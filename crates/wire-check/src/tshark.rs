@@ -266,6 +266,9 @@ pub fn check_file(file: &Path) -> Result<Verdict, Error> {
         e.groups.extend(m.groups);
     }
     let mut v = judge(&frames, &meta);
+    if r.stats.incomplete_directions.is_empty() {
+        v.streams_complete();
+    }
     v.remap(&r.to_input);
     v.resegment = r.stats;
     Ok(v)

@@ -151,6 +151,7 @@ impl Verdict {
             }
             for f in c.failures.iter_mut().chain(c.excused.iter_mut()) {
                 m(&mut f.frame);
+                f.what = remap_text(&f.what, map);
             }
         }
     }
@@ -186,6 +187,31 @@ struct PendingRead {
     src_stag: u32,
     remaining: u64,
     frame: u64,
+}
+
+/// `text` with every "frame N" naming frame `map[N - 1]`.
+fn remap_text(text: &str, map: &[u64]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("frame ") {
+        out.push_str(&rest[..i + 6]);
+        rest = &rest[i + 6..];
+        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if n > 0 {
+            let orig = rest[..n]
+                .parse::<usize>()
+                .ok()
+                .and_then(|v| v.checked_sub(1))
+                .and_then(|i| map.get(i));
+            match orig {
+                Some(o) => out.push_str(&o.to_string()),
+                None => out.push_str(&rest[..n]),
+            }
+            rest = &rest[n..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Judges `frames` (all frames with decoded iWARP/RPC items, in order)
@@ -438,12 +464,30 @@ fn judge_connection(
                     }
                     if op == opcode::READ_REQUEST {
                         match d.read_request {
-                            Some(r) => reads.entry(dir).or_default().push_back(PendingRead {
-                                sink_stag: r.sink_stag,
-                                src_stag: r.src_stag,
-                                remaining: r.size,
-                                frame: f.number,
-                            }),
+                            Some(r) => {
+                                let q = reads.entry(dir).or_default();
+                                // tshark maps Read Responses to their Read
+                                // Request by the sink STag alone: two
+                                // outstanding at once with one sink STag
+                                // cannot be told apart (RFC 5040 allows it;
+                                // our responder must not do it).
+                                let rpc = !c.rpcordma.is_empty();
+                                if let Some(o) =
+                                    q.iter().find(|o| rpc && o.sink_stag == r.sink_stag)
+                                {
+                                    let w = format!(
+                                        "Read Request names Data Sink STag {:#010x} like the outstanding Read Request of frame {} (tshark cannot map their Read Responses)",
+                                        r.sink_stag, o.frame
+                                    );
+                                    fail(&mut c, f.number, w);
+                                }
+                                q.push_back(PendingRead {
+                                    sink_stag: r.sink_stag,
+                                    src_stag: r.src_stag,
+                                    remaining: r.size,
+                                    frame: f.number,
+                                });
+                            }
                             None => fail(&mut c, f.number, "Read Request without a body".into()),
                         }
                     }
@@ -1268,5 +1312,16 @@ mod tests {
             ],
         ));
         assert!(!judge(&fs2, &m).passed());
+    }
+
+    #[test]
+    fn frame_numbers_in_messages_are_remapped() {
+        assert_eq!(
+            remap_text(
+                "short of the Read Request (frame 3), frame 9 and frame x",
+                &[10, 20, 30]
+            ),
+            "short of the Read Request (frame 30), frame 9 and frame x"
+        );
     }
 }

@@ -382,7 +382,8 @@ impl<D: Device, F: Future<Output = ()>> Future for CatchPanic<D, F> {
 
 /// A Read chunk being pulled.
 struct PendingRead<M> {
-    mr: M,
+    /// One sink region per RDMA Read (per segment), in chunk order.
+    mrs: Vec<M>,
     done: Vec<tokio::sync::oneshot::Receiver<rdma_verbs::WorkCompletion>>,
 }
 
@@ -545,57 +546,83 @@ impl<D: Device> SConn<D> {
         }
     }
 
-    /// Posts the RDMA Reads of one chunk into a fresh sink.
+    /// Posts the RDMA Reads of one chunk into a fresh sink: one region (own
+    /// STag) per segment, each a zero-copy piece of one buffer, so no two
+    /// outstanding Read Requests name the same Data Sink STag (a wire
+    /// analyser maps Read Responses to Requests by that STag).
     async fn start_read(
         &self,
         list: &ReadList<'_>,
         chunk: &ReadChunkInfo,
     ) -> Result<PendingRead<D::Mr>, TransportError> {
-        let len = chunk.len as usize;
-        let mr = self
-            .ep
-            .pd
-            .register(MrBuffer::Mutable(self.sink(len)), Access::LOCAL_WRITE)
-            .map_err(|e| e.error)?;
+        let mut sink = self.sink(chunk.len as usize);
         let segs: Vec<Segment> = chunk
             .segments
             .clone()
             .filter_map(|i| list.get(i).map(|r| r.segment))
+            .filter(|s| s.length > 0)
             .collect();
-        let mut done = Vec::with_capacity(segs.len());
-        let mut off = 0u64;
-        for s in segs {
-            if s.length == 0 {
-                continue;
+        let mut p = PendingRead {
+            mrs: Vec::with_capacity(segs.len()),
+            done: Vec::with_capacity(segs.len()),
+        };
+        let n = segs.len();
+        for (k, s) in segs.into_iter().enumerate() {
+            let piece = if k + 1 == n {
+                std::mem::take(&mut sink)
+            } else {
+                sink.split_to((s.length as usize).min(sink.len()))
+            };
+            if let Err(e) = self.post_read(&mut p, piece, s).await {
+                // Reads already posted still place into their sinks: keep
+                // those registered until a later completion (review F5).
+                self.ep.hold(std::mem::take(&mut p.mrs));
+                return Err(e);
             }
-            let permit = self
-                .ord
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| TransportError::ConnectionLost)?;
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let wr = SendWr::read(
-                0,
-                vec![Sge::new(mr.lkey(), off, s.length)],
-                RemoteAddr {
-                    rkey: s.handle,
-                    offset: s.offset,
-                },
-            );
-            self.ep.post(
-                wr,
-                Vec::new(),
-                Some(Box::new(move |wc| {
-                    drop(permit);
-                    let _ = tx.send(wc);
-                })),
-            )?;
-            self.srv.stats.rdma_reads.fetch_add(1, Relaxed);
-            done.push(rx);
-            off += s.length as u64;
         }
-        Ok(PendingRead { mr, done })
+        Ok(p)
+    }
+
+    /// Registers `piece` as the sink of segment `s` and posts its RDMA Read
+    /// (at most ORD in flight).
+    async fn post_read(
+        &self,
+        p: &mut PendingRead<D::Mr>,
+        piece: BytesMut,
+        s: Segment,
+    ) -> Result<(), TransportError> {
+        let mr = self
+            .ep
+            .pd
+            .register(MrBuffer::Mutable(piece), Access::LOCAL_WRITE)
+            .map_err(|e| e.error)?;
+        let permit = self
+            .ord
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| TransportError::ConnectionLost)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let wr = SendWr::read(
+            0,
+            vec![Sge::new(mr.lkey(), 0, s.length)],
+            RemoteAddr {
+                rkey: s.handle,
+                offset: s.offset,
+            },
+        );
+        p.mrs.push(mr);
+        self.ep.post(
+            wr,
+            Vec::new(),
+            Some(Box::new(move |wc| {
+                drop(permit);
+                let _ = tx.send(wc);
+            })),
+        )?;
+        self.srv.stats.rdma_reads.fetch_add(1, Relaxed);
+        p.done.push(rx);
+        Ok(())
     }
 
     /// A sink of `len` bytes, from the pool when one fits. Its old contents
@@ -656,10 +683,19 @@ impl<D: Device> SConn<D> {
                 return Err(wc_error(&wc).into());
             }
         }
-        Ok(p.mr
-            .deregister()
-            .map(MrBuffer::into_bytes)
-            .unwrap_or_default())
+        // The pieces back into one buffer (no copy: they are adjacent
+        // parts of one allocation).
+        let mut data = BytesMut::new();
+        for mr in p.mrs {
+            if let Some(Ok(b)) = mr.deregister().map(MrBuffer::try_into_bytes_mut) {
+                if data.is_empty() {
+                    data = b;
+                } else {
+                    data.unsplit(b);
+                }
+            }
+        }
+        Ok(data.freeze())
     }
 
     async fn process(
@@ -759,7 +795,14 @@ impl<D: Device> SConn<D> {
         }
         let mut pending = Vec::with_capacity(call.reassembly.chunks.len());
         for c in &call.reassembly.chunks {
-            pending.push(self.start_read(&list, c).await?);
+            match self.start_read(&list, c).await {
+                Ok(p) => pending.push(p),
+                Err(e) => {
+                    // Earlier chunks' Reads are in flight: keep their sinks.
+                    self.ep.hold(pending.into_iter().flat_map(|p| p.mrs));
+                    return Err(e);
+                }
+            }
         }
         let mut data = Vec::with_capacity(pending.len());
         for p in pending {

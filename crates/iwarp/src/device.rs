@@ -346,7 +346,13 @@ impl rdma_verbs::QueuePair for Qp {
         g.sq_outstanding += 1;
         g.sq.push_back(SqItem::FastReg { wr_id, signaled });
         drop(g);
-        sh.tx_wake.notify_one();
+        // The region is valid already; the queue entry only orders the
+        // completion. An unsignaled one has none, so the transmit half
+        // retires it with the next work request (usually the Send that
+        // follows at once) instead of being woken for it alone.
+        if signaled {
+            sh.tx_wake.notify_one();
+        }
         Ok(stag)
     }
 

@@ -11,14 +11,12 @@ cd "$(dirname "$0")/.."
 mkdir -p target  # holds test-output.txt even when CARGO_TARGET_DIR points elsewhere
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-10}"
-# The wire oracle (WIRE_CHECK=1): the whole test run is captured with
-# dumpcap and `wire-check` has tshark judge every iWARP connection in it;
-# the run fails if the judge fails or the capture lost packets. Off by
-# default only until the responder reads every Read-chunk segment into a
-# sink of its own (multi-segment chunks share a sink STag, which tshark
-# cannot map back); then on by default, WIRE_CHECK=0 opting out. The
-# per-feature tshark tests inside `cargo test` run either way.
-WIRE_CHECK="${WIRE_CHECK:-0}"
+# The wire oracle (on by default; WIRE_CHECK=0 opts out): the whole test
+# run is captured with dumpcap and `wire-check` has tshark judge every
+# iWARP connection in it; the run fails if the judge fails or the capture
+# lost packets. The per-feature tshark tests inside `cargo test` run either
+# way.
+WIRE_CHECK="${WIRE_CHECK:-1}"
 
 # Wall time per phase, printed in the summary.
 phase_names=(); phase_secs=(); phase_start=$SECONDS; phase_name=""
@@ -64,7 +62,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 # drops fail. WIRE_KEEP=1 keeps the capture after a passing judgement.
 if [ -z "${WIRE_DIR:-}" ]; then
   WIRE_DIR=target/wire
-  if [ -d /dev/shm ] && [ "$(df -Pm /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')" -ge 6144 ] 2>/dev/null; then
+  # (The whole run is ~3.5 GB of capture today.)
+  if [ -d /dev/shm ] && [ "$(df -Pm /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')" -ge 8192 ] 2>/dev/null; then
     WIRE_DIR="/dev/shm/rpcrdma-wire-$$"
   fi
 fi
@@ -133,12 +132,19 @@ if [ "$WIRE_CHECK" != "0" ]; then
   cargo build --release -p wire-check
   cargo test --workspace --no-run
   export -f captured_tests
+  capture_rc=0
   if unshare --net true 2>/dev/null; then
     step "cargo test --workspace (own network namespace, loopback captured by dumpcap)"
-    unshare --net bash -c 'set -euo pipefail; captured_tests isolated'
+    unshare --net bash -c 'set -euo pipefail; captured_tests isolated' || capture_rc=$?
   else
     step "cargo test --workspace (loopback captured by dumpcap; no private network namespace, so other traffic on lo is judged too)"
-    captured_tests
+    captured_tests || capture_rc=$?
+  fi
+  if [ "$capture_rc" != 0 ]; then
+    # The tests failed (or the capture could not start): no judgement;
+    # do not leave gigabytes of capture behind in RAM.
+    if [ "${WIRE_KEEP:-0}" = "0" ] && [ "$WIRE_DIR" != target/wire ]; then rm -rf "$WIRE_DIR"; fi
+    exit "$capture_rc"
   fi
 
   step "wire oracle: tshark judges the captured RDMA traffic"
@@ -158,7 +164,8 @@ if [ "$WIRE_CHECK" != "0" ]; then
   done
   ls -l "$WIRE_PCAP"
   set +e
-  "${CARGO_TARGET_DIR:-target}/release/wire-check" "$WIRE_PCAP" 2>&1 | tee target/wire/wire-check.txt
+  # Its re-packetized copy of the capture goes to the disk, not the tmpfs.
+  WIRE_CHECK_WORK_DIR=target/wire "${CARGO_TARGET_DIR:-target}/release/wire-check" "$WIRE_PCAP" 2>&1 | tee target/wire/wire-check.txt
   wire_rc=${PIPESTATUS[0]}
   set -e
   cp -f "$WIRE_PCAP.failures.txt" target/wire/ 2>/dev/null || true

@@ -217,14 +217,21 @@ pub fn judge_file(file: &Path) -> Result<Verdict, Error> {
 }
 
 /// Judges the capture `file`: re-packetizes it one MPA frame per TCP
-/// segment (see [`crate::resegment`]) into `<file>.fpdu.pcap`, has tshark
+/// segment (see [`crate::resegment`]) into `<file>.fpdu.pcap` (in
+/// `$WIRE_CHECK_WORK_DIR` when set; removed afterwards unless
+/// `$WIRE_CHECK_KEEP` is set), has tshark
 /// decode that, takes TCP's own analysis (lost, out-of-order and
 /// retransmitted segments, windows, resets) from `file` itself, and reports
 /// failures with the frame numbers of `file`.
 pub fn check_file(file: &Path) -> Result<Verdict, Error> {
-    let mut seg = file.as_os_str().to_owned();
-    seg.push(".fpdu.pcap");
-    let seg = std::path::PathBuf::from(seg);
+    // Next to the capture, or in $WIRE_CHECK_WORK_DIR (e.g. a disk when
+    // the capture sits in a tmpfs that should not hold a second copy).
+    let mut name = file.file_name().unwrap_or_default().to_owned();
+    name.push(".fpdu.pcap");
+    let seg = match std::env::var_os("WIRE_CHECK_WORK_DIR") {
+        Some(d) => std::path::PathBuf::from(d).join(name),
+        None => file.with_file_name(name),
+    };
     let r = crate::resegment::resegment(file, &seg)?;
     let orig = file.to_path_buf();
     let tcp = std::thread::spawn(move || fields(&orig, ExpertItems::TcpOnly));

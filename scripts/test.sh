@@ -140,10 +140,16 @@ if [ "$WIRE_CHECK" != "0" ]; then
     step "cargo test --workspace (loopback captured by dumpcap; no private network namespace, so other traffic on lo is judged too)"
     captured_tests || capture_rc=$?
   fi
+  # Without a judgement the capture is not kept (unless WIRE_KEEP=1): no
+  # gigabytes left behind in RAM.
+  drop_capture() {
+    if [ "${WIRE_KEEP:-0}" = "0" ]; then
+      rm -f "$WIRE_PCAP"
+      [ "$WIRE_DIR" = target/wire ] || rm -rf "$WIRE_DIR"
+    fi
+  }
   if [ "$capture_rc" != 0 ]; then
-    # The tests failed (or the capture could not start): no judgement;
-    # do not leave gigabytes of capture behind in RAM.
-    if [ "${WIRE_KEEP:-0}" = "0" ] && [ "$WIRE_DIR" != target/wire ]; then rm -rf "$WIRE_DIR"; fi
+    drop_capture   # the tests failed, or the capture could not start
     exit "$capture_rc"
   fi
 
@@ -151,15 +157,15 @@ if [ "$WIRE_CHECK" != "0" ]; then
   mkdir -p target/wire
   cat "$WIRE_DIR/dumpcap.log"
   # "Packets received/dropped on interface 'Loopback: lo': R/D (pcap:P/dumpcap:Q/flushed:F/ps_ifdrop:I)"
-  drops=$(grep -Eo 'received/dropped on interface[^:]*: *[0-9]+/[0-9]+ \(pcap:[0-9]+/dumpcap:[0-9]+/flushed:[0-9]+/ps_ifdrop:[0-9]+\)' "$WIRE_DIR/dumpcap.log" \
-    | sed -E 's/.*: *[0-9]+\/([0-9]+) \(pcap:([0-9]+)\/dumpcap:([0-9]+)\/flushed:([0-9]+)\/ps_ifdrop:([0-9]+)\)/\1 \2 \3 \4 \5/')
+  # (The interface name itself contains a colon.)
+  drops=$(sed -nE 's/.*received\/dropped on interface.*: *[0-9]+\/([0-9]+) \(pcap:([0-9]+)\/dumpcap:([0-9]+)\/flushed:([0-9]+)\/ps_ifdrop:([0-9]+)\).*/\1 \2 \3 \4 \5/p' "$WIRE_DIR/dumpcap.log")
   if [ -z "$drops" ]; then
-    echo "cannot read dumpcap's drop counters: the capture cannot be trusted (kept: $WIRE_PCAP)" >&2; exit 1
+    echo "cannot read dumpcap's drop counters: the capture cannot be trusted" >&2; drop_capture; exit 1
   fi
   for d in $drops; do
     if [ "$d" != 0 ]; then
-      echo "dumpcap dropped packets ($drops): the capture cannot judge the run (kept: $WIRE_PCAP); raise WIRE_BUFFER_MB (< 2048) or shape lo with WIRE_RATE" >&2
-      exit 1
+      echo "dumpcap dropped packets ($drops): the capture cannot judge the run; raise WIRE_BUFFER_MB (< 2048) or shape lo with WIRE_RATE" >&2
+      drop_capture; exit 1
     fi
   done
   ls -l "$WIRE_PCAP"

@@ -1028,7 +1028,12 @@ impl TxPath {
             return;
         }
         self.record(&bufs);
-        match try_write_all(&self.stream, &mut bufs) {
+        let r = try_write_all(&self.stream, &mut bufs);
+        // The gap to the next post counts from the end of this write: a
+        // poster that writes inline and posts again at once (a burst whose
+        // writes are slow, e.g. on a loaded machine) is a burst too.
+        st.last_post = Some(Instant::now());
+        match r {
             Ok(true) => {
                 drop(st);
                 if n >= INLINE_BUDGET {

@@ -173,7 +173,9 @@ impl rdma_verbs::ProtectionDomain for Pd {
 
 impl rdma_verbs::MemoryRegion for Mr {
     fn lkey(&self) -> u32 {
-        self.region.stag_for(self.region.lock().key)
+        // Lock-free: a placement into this region holds its lock across a
+        // socket read.
+        self.region.stag()
     }
     fn rkey(&self) -> u32 {
         self.lkey()
@@ -337,7 +339,8 @@ impl rdma_verbs::QueuePair for Qp {
                 buffer,
             );
         }
-        st.key = next_key(st.key);
+        let key = next_key(st.key);
+        mr.region.set_key(&mut st, key);
         st.buffer = Some(buffer);
         st.access = access;
         st.valid = true;

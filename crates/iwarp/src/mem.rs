@@ -17,7 +17,7 @@
 use rand::Rng;
 use rdma_verbs::{Access, MrBuffer};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// Why a memory access was refused (mapped to a Terminate cause or a local
@@ -58,6 +58,10 @@ pub struct Region {
     pub index: u32,
     /// Largest buffer this region accepts (fast registration).
     pub max_len: usize,
+    /// A copy of the state's key byte, written only under the state lock
+    /// (see [`Region::set_key`]), so that [`Region::stag`] never waits for
+    /// the lock a placement holds across a socket read.
+    key: AtomicU8,
     state: Mutex<RegionState>,
 }
 
@@ -70,6 +74,18 @@ impl Region {
     /// STag for a key byte.
     pub fn stag_for(&self, key: u8) -> u32 {
         (self.index << 8) | u32::from(key)
+    }
+
+    /// The current STag, without taking the lock (what `lkey`/`rkey`
+    /// report; checks of a peer's STag still compare under the lock).
+    pub fn stag(&self) -> u32 {
+        self.stag_for(self.key.load(Ordering::Acquire))
+    }
+
+    /// Sets the key byte; `st` is this region's locked state.
+    pub fn set_key(&self, st: &mut RegionState, key: u8) {
+        st.key = key;
+        self.key.store(key, Ordering::Release);
     }
 }
 
@@ -141,12 +157,14 @@ impl StagTable {
                 continue;
             }
             let valid = buffer.is_some();
+            let key: u8 = rng.random();
             let region = Arc::new(Region {
                 pd,
                 index,
                 max_len,
+                key: AtomicU8::new(key),
                 state: Mutex::new(RegionState {
-                    key: rng.random(),
+                    key,
                     valid,
                     access,
                     buffer,

@@ -19,6 +19,27 @@ struct End {
     qp: iwarp::Qp,
 }
 
+/// Connects `a` to `l` with private data "real", accepted onto `b`'s QP;
+/// how long the connect took.
+async fn timed_real_connect(a: &End, b: &End, l: iwarp::Listener) -> Duration {
+    let addr = l.local_addr();
+    let bqp = b.qp.clone();
+    let server = tokio::spawn(async move {
+        let req = l.next_request().await.unwrap();
+        assert_eq!(req.private_data(), b"real");
+        req.accept(&bqp, ConnParam::new(Bytes::new(), 1, 1))
+            .await
+            .unwrap()
+    });
+    let t = std::time::Instant::now();
+    a.dev
+        .connect(&a.qp, addr, ConnParam::new(&b"real"[..], 1, 1))
+        .await
+        .unwrap();
+    server.await.unwrap();
+    t.elapsed()
+}
+
 fn end(cfg: Config) -> End {
     let dev = Device::new(cfg);
     let pd = dev.alloc_pd().unwrap();
@@ -827,24 +848,8 @@ async fn hostile_peers_do_not_block_the_listener() {
         .await
         .unwrap();
     let a = end(Config::default());
-    let bqp = b.qp.clone();
-    let server = tokio::spawn(async move {
-        let req = l.next_request().await.unwrap();
-        assert_eq!(req.private_data(), b"real");
-        req.accept(&bqp, ConnParam::new(Bytes::new(), 1, 1))
-            .await
-            .unwrap()
-    });
-    let t = std::time::Instant::now();
-    a.dev
-        .connect(&a.qp, addr, ConnParam::new(&b"real"[..], 1, 1))
-        .await
-        .unwrap();
-    server.await.unwrap();
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "real peer was delayed"
-    );
+    let took = timed_real_connect(&a, &b, l).await;
+    assert!(took < Duration::from_secs(5), "real peer was delayed");
     let mut buf = [0u8; 16];
     let n = tokio::time::timeout(Duration::from_secs(5), garbage.read(&mut buf))
         .await
@@ -932,24 +937,10 @@ async fn idle_connections_do_not_block_handshakes() {
     // Some time for the listener to accept them all.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let a = end(Config::default());
-    let bqp = b.qp.clone();
-    let server = tokio::spawn(async move {
-        let req = l.next_request().await.unwrap();
-        assert_eq!(req.private_data(), b"real");
-        req.accept(&bqp, ConnParam::new(Bytes::new(), 1, 1))
-            .await
-            .unwrap()
-    });
-    let t = std::time::Instant::now();
-    a.dev
-        .connect(&a.qp, addr, ConnParam::new(&b"real"[..], 1, 1))
-        .await
-        .unwrap();
-    server.await.unwrap();
+    let took = timed_real_connect(&a, &b, l).await;
     assert!(
-        t.elapsed() < Duration::from_secs(3),
-        "real peer delayed by idle connections: {:?}",
-        t.elapsed()
+        took < Duration::from_secs(3),
+        "real peer delayed by idle connections: {took:?}"
     );
     // The newest idle connection (still pending) is closed by the header
     // timeout, not after the 10 s handshake timeout.

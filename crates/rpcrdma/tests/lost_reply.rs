@@ -41,6 +41,23 @@ impl Service for IgnoreFirst {
     }
 }
 
+/// A server serving `disp` and a client connected to it over `dev`.
+async fn pair(
+    dev: Fabric,
+    disp: Dispatcher,
+    scfg: RdmaConfig,
+    ccfg: RdmaConfig,
+) -> (RdmaServer<Fabric>, RdmaClient<Fabric>) {
+    let addr = "127.0.0.1:0".parse().unwrap();
+    let srv = RdmaServer::bind(dev.clone(), addr, disp, scfg, Bindings::rdmatest())
+        .await
+        .unwrap();
+    let c = RdmaClient::connect(dev, srv.local_addr(), ccfg, Bindings::rdmatest())
+        .await
+        .unwrap();
+    (srv, c)
+}
+
 fn req() -> Request {
     Request::new(PROG, 1, 1, Payload::builder().finish()).with_timeout(Duration::from_millis(300))
 }
@@ -52,23 +69,7 @@ async fn one_unanswered_call_on_a_fresh_connection_does_not_stall_the_client() {
     let disp = Dispatcher::builder()
         .service(IgnoreFirst { seen: seen.clone() })
         .build();
-    let srv = RdmaServer::bind(
-        dev.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        disp,
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
-    let c = RdmaClient::connect(
-        dev,
-        srv.local_addr(),
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
+    let (_srv, c) = pair(dev, disp, RdmaConfig::default(), RdmaConfig::default()).await;
     // The first call is never answered.
     assert!(matches!(
         c.call_with_report(req()).await,
@@ -95,15 +96,6 @@ async fn outstanding_counts_abandoned_calls_still_holding_a_credit() {
     let disp = Dispatcher::builder()
         .service(IgnoreFirst { seen: seen.clone() })
         .build();
-    let srv = RdmaServer::bind(
-        dev.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        disp,
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
     let cfg = RdmaConfig {
         // No reconnection: the abandoned call stays visible.
         reconnect: rpcrdma::Backoff {
@@ -112,9 +104,7 @@ async fn outstanding_counts_abandoned_calls_still_holding_a_credit() {
         },
         ..RdmaConfig::default()
     };
-    let c = RdmaClient::connect(dev, srv.local_addr(), cfg, Bindings::rdmatest())
-        .await
-        .unwrap();
+    let (_srv, c) = pair(dev, disp, RdmaConfig::default(), cfg).await;
     // A grant is seen first (the connection then has more than one credit),
     // so a single abandoned call does not break the connection.
     seen.store(1, Relaxed);
@@ -146,23 +136,7 @@ async fn dropped_call_future_is_not_sent_later() {
         credits: 1,
         ..RdmaConfig::default()
     };
-    let srv = RdmaServer::bind(
-        dev.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        disp,
-        scfg,
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
-    let c = RdmaClient::connect(
-        dev,
-        srv.local_addr(),
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
+    let (_srv, c) = pair(dev, disp, scfg, RdmaConfig::default()).await;
     // A grant of 1 is seen.
     c.call_with_report(req()).await.unwrap();
     assert_eq!(seen.load(Relaxed), 2);
@@ -218,23 +192,7 @@ async fn panicking_call_closes_only_its_connection() {
     let disp = Dispatcher::builder()
         .service(PanicFirst { seen: seen.clone() })
         .build();
-    let srv = RdmaServer::bind(
-        dev.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        disp,
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
-    let c = RdmaClient::connect(
-        dev,
-        srv.local_addr(),
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
+    let (srv, c) = pair(dev, disp, RdmaConfig::default(), RdmaConfig::default()).await;
     let r = c
         .call_with_report(req().with_timeout(Duration::from_secs(5)))
         .await;

@@ -1085,8 +1085,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn read_chunk_must_be_reassembled() {
+    /// The handshake, an RDMA_MSG call (XID 5) with a Read chunk of handle
+    /// 0xaa in frame 3, and the server's Read Request for it (1000 bytes
+    /// into sink STag 0x11) in frame 4.
+    fn call_with_read_chunk() -> Vec<Frame> {
         let mut fs = handshake();
         let r = Rpcordma {
             xid: 5,
@@ -1108,6 +1110,12 @@ mod tests {
             src_stag: 0xaa,
         });
         fs.push(frame(4, false, vec![Item::Fpdu(rr)]));
+        fs
+    }
+
+    #[test]
+    fn read_chunk_must_be_reassembled() {
+        let mut fs = call_with_read_chunk();
         let resp = Fpdu {
             ulpdu_len: Some(14 + 1000),
             crc: CrcStatus::Good,
@@ -1235,27 +1243,7 @@ mod tests {
 
     #[test]
     fn work_cut_by_a_close_is_excused_only_with_the_close() {
-        let mut fs = handshake();
-        let r = Rpcordma {
-            xid: 5,
-            msg_type: msg_type::MSG,
-            reads: 1,
-            read_handles: vec![0xaa],
-            ..Default::default()
-        };
-        fs.push(frame(
-            3,
-            true,
-            vec![Item::Fpdu(send(1, 100, opcode::SEND)), Item::Rpcordma(r)],
-        ));
-        let mut rr = send(1, 28, opcode::READ_REQUEST);
-        rr.ddp.as_mut().unwrap().qn = Some(1);
-        rr.ddp.as_mut().unwrap().read_request = Some(ReadRequest {
-            sink_stag: 0x11,
-            size: 1000,
-            src_stag: 0xaa,
-        });
-        fs.push(frame(4, false, vec![Item::Fpdu(rr)]));
+        let fs = call_with_read_chunk();
         let v = run(&fs);
         assert!(
             v.failures().any(|(_, f)| f.what.contains("never answered")),

@@ -294,10 +294,35 @@ impl Rx {
         }
         // Read as much as the stream has (up to the stage's fixed size):
         // payload that arrives here is copied once into registered memory,
-        // which costs far less than a read per FPDU.
-        let n = read(&mut [IoSliceMut::new(&mut self.stage[self.end..])])?;
+        // which costs far less than a read per FPDU. In a stream of large
+        // segments, though, only the rest of the trailer and the next
+        // header are taken, so that the next payload is read straight into
+        // memory (see `place_direct`) even when a read ended between a
+        // payload and its trailer.
+        let want = self.header_bound().unwrap_or(usize::MAX);
+        let room = &mut self.stage[self.end..];
+        let take = want.min(room.len());
+        let n = read(&mut [IoSliceMut::new(&mut room[..take])])?;
         self.end += n;
         Ok(n)
+    }
+
+    /// In a stream of large segments (the last header announced a payload
+    /// of at least [`BIG_PAYLOAD`]), the bytes still missing up to the end
+    /// of the next DDP header, assuming it is tagged (the common case for
+    /// bulk data; an untagged header just takes one more small read).
+    /// `None` when the stage should be filled as far as it goes.
+    fn header_bound(&self) -> Option<usize> {
+        if !self.direct || !self.big_mode || self.start != self.end {
+            return None;
+        }
+        let next_header = 2 + crate::wire::ddp::TAGGED_HEADER_LEN;
+        match self.st {
+            St::Trailer => Some(self.trailer_need - self.trailer_have + next_header),
+            St::Header if self.hdr_have >= 3 => Some(self.hdr_need - self.hdr_have),
+            St::Header => Some(next_header - self.hdr_have),
+            St::Payload => None,
+        }
     }
 
     /// Advances the state machine over staged bytes.

@@ -1053,6 +1053,79 @@ fn large_fpdu_stream_is_not_staged() {
 }
 
 #[test]
+fn large_fpdu_stream_cut_anywhere_is_not_staged() {
+    // As above, but the bytes arrive in pieces, as from TCP: the receiver
+    // reads what has arrived so far, which ends at an FPDU boundary (the
+    // sender wrote whole FPDUs) or anywhere (a TCP segment boundary). A read
+    // that ends there must not make the next read take whole payloads into
+    // the stage.
+    let (mut a, mut b) = pair(true, 65_535);
+    let n = 4 << 20;
+    let (tr, tstag) = b.reg_zeroed(n, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let payload = data(n, 3);
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
+    a.post_send(SendWr::write(
+        1,
+        vec![Sge::new(sstag, 0, n as u32)],
+        RemoteAddr {
+            rkey: tstag,
+            offset: 0,
+        },
+    ));
+    let bytes = a.out();
+    // FPDU boundaries: length field + ULPDU + pad + CRC.
+    let mut bounds = Vec::new();
+    let mut p = 0;
+    while p < bytes.len() {
+        let ulpdu = usize::from(u16::from_be_bytes([bytes[p], bytes[p + 1]]));
+        p += 2 + ulpdu + crate::wire::fpdu::pad_len(ulpdu) + 4;
+        bounds.push(p);
+    }
+    assert_eq!(p, bytes.len());
+    let (mut pos, mut arrived, mut staged) = (0, 0, 0);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    while pos < bytes.len() {
+        // More bytes arrive: up to a later FPDU boundary, or anywhere.
+        let r = next();
+        arrived = if r % 2 == 0 {
+            *bounds.iter().find(|&&x| x > arrived).unwrap()
+        } else {
+            (arrived + 1 + (r >> 8) as usize % (96 * 1024)).min(bytes.len())
+        };
+        let st =
+            b.rx.recv(|bufs| {
+                if pos == arrived {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                let (k, mut total) = (bufs.len(), 0);
+                for (i, buf) in bufs.iter_mut().enumerate() {
+                    let m = buf.len().min(arrived - pos);
+                    buf[..m].copy_from_slice(&bytes[pos..pos + m]);
+                    pos += m;
+                    total += m;
+                    if k == 1 || i == 1 {
+                        staged += m;
+                    }
+                }
+                Ok(total)
+            })
+            .unwrap();
+        assert_eq!(st, RxStatus::WouldBlock);
+    }
+    assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
+    assert!(
+        staged < n / 16,
+        "{staged} of {n} bytes went through the stage"
+    );
+}
+
+#[test]
 fn buffered_fpdus_need_no_read_each() {
     let (mut a, mut b) = pair(true, 4096);
     let n = 128 * 1024; // 33 FPDUs of at most 4 KiB

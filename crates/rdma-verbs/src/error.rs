@@ -48,6 +48,19 @@ impl From<std::io::Error> for VerbsError {
     }
 }
 
+/// A batch post ([`QueuePair::post_send_batch`](crate::QueuePair::post_send_batch),
+/// [`QueuePair::post_recv_batch`](crate::QueuePair::post_recv_batch)) stopped
+/// at a work request that could not be posted (`bad_wr` in verbs).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[error("work request {posted} of a batch could not be posted: {error}")]
+pub struct PostBatchError {
+    /// Work requests posted before the failing one (the failing one is
+    /// `posted`, counting from 0; it and those after it were not posted).
+    pub posted: usize,
+    /// Why the failing one was refused.
+    pub error: VerbsError,
+}
+
 /// A failed registration: the error and the caller's buffer, handed back.
 #[derive(Debug, thiserror::Error)]
 #[error("registration failed: {error}")]

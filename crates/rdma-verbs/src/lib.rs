@@ -18,7 +18,7 @@
 //! | `ibv_pd` | [`ProtectionDomain`] |
 //! | `ibv_mr` (`ibv_reg_mr`, FRWR `ib_alloc_mr` + `IB_WR_REG_MR`) | [`MemoryRegion`], [`ProtectionDomain::register`], [`ProtectionDomain::alloc_mr`] + [`QueuePair::post_fast_reg`] |
 //! | `ibv_cq` + completion channel | [`CompletionQueue`] (non-blocking [`CompletionQueue::poll`], async [`CompletionQueue::next`]) |
-//! | `ibv_qp` | [`QueuePair`] (`post_send`, `post_recv`, events) |
+//! | `ibv_qp` | [`QueuePair`] (`post_send`, `post_recv`, their `_batch` forms for a list of work requests, events) |
 //! | `rdma_listen` / `CONNECT_REQUEST` / `rdma_accept` / `rdma_reject` | [`Device::listen`], [`Listener::next_request`], [`ConnectRequest::accept`], [`ConnectRequest::reject`] |
 //! | `rdma_connect` | [`Device::connect`] |
 //! | `DISCONNECTED` / error events | [`QueuePair::next_event`] |
@@ -56,7 +56,7 @@ pub mod wr;
 pub use access::Access;
 pub use buffer::MrBuffer;
 pub use cm::{CmEvent, ConnError, ConnInfo, ConnParam, QpState, MAX_PRIVATE_DATA_IWARP};
-pub use error::{RegisterError, VerbsError};
+pub use error::{PostBatchError, RegisterError, VerbsError};
 pub use wc::{WcOpcode, WcStatus, WorkCompletion};
 pub use wr::{FastRegWr, RecvWr, RemoteAddr, SendOp, SendWr, Sge};
 
@@ -218,6 +218,48 @@ pub trait MemoryRegion: Send + Sync + 'static {
     /// Invalidates (if still valid) and deregisters, returning the buffer.
     /// Work requests that still name the region fail with a protection error.
     fn deregister(self) -> Option<MrBuffer>;
+
+    /// Copies `dst.len()` bytes from byte `offset` of the registered buffer
+    /// into `dst`, leaving the registration (and its keys) as it is: the
+    /// local CPU reading registered memory, as a verbs consumer reads a
+    /// receive buffer once its receive has completed and then posts the
+    /// same buffer again (no deregistration and registration per message).
+    ///
+    /// The caller must not read memory that a posted work request or the
+    /// peer may be writing at the same time (as with real memory, the bytes
+    /// would be torn). Fails with [`VerbsError::InvalidArgument`] when the
+    /// range is outside the buffer, [`VerbsError::RegionBusy`] when the
+    /// region holds no buffer.
+    ///
+    /// Optional: the default implementation fails with
+    /// [`VerbsError::InvalidState`]; a consumer then takes the buffer out
+    /// with [`deregister`](Self::deregister) instead.
+    fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<(), VerbsError> {
+        let _ = (offset, dst);
+        Err(VerbsError::InvalidState(
+            "this provider cannot read registered memory in place",
+        ))
+    }
+
+    /// Copies `src` into the registered buffer at byte `offset`, leaving the
+    /// registration as it is: the local CPU writing registered memory, as a
+    /// verbs consumer fills a pre-registered send buffer before posting it.
+    ///
+    /// The caller must not write memory that a posted work request may
+    /// still gather from, or that the peer may access. Fails with
+    /// [`VerbsError::InvalidAccess`] for an immutable ([`MrBuffer::Frozen`])
+    /// buffer, [`VerbsError::InvalidArgument`] when the range is outside the
+    /// buffer, [`VerbsError::RegionBusy`] when the region holds no buffer.
+    ///
+    /// Optional: the default implementation fails with
+    /// [`VerbsError::InvalidState`]; a consumer then registers each message
+    /// on its own.
+    fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), VerbsError> {
+        let _ = (offset, src);
+        Err(VerbsError::InvalidState(
+            "this provider cannot write registered memory in place",
+        ))
+    }
 }
 
 /// A completion queue. Cloning yields another handle to the same queue.
@@ -265,6 +307,33 @@ pub trait QueuePair: Clone + Send + Sync + 'static {
     fn post_fast_reg(&self, mr: &Self::Mr, wr: FastRegWr) -> Result<u32, RegisterError>;
     /// Posts a receive (allowed before the connection is established).
     fn post_recv(&self, wr: RecvWr) -> Result<(), VerbsError>;
+    /// Posts several send-queue work requests in order with one "doorbell",
+    /// like `ibv_post_send` with a linked list of work requests: a provider
+    /// may then transmit them together (one system call) rather than one
+    /// by one. On failure the work requests before the failing one are
+    /// posted, it and the later ones are not ([`PostBatchError::posted`]).
+    ///
+    /// The default implementation calls [`post_send`](Self::post_send) for
+    /// each in turn.
+    fn post_send_batch(&self, wrs: Vec<SendWr>) -> Result<(), PostBatchError> {
+        for (posted, wr) in wrs.into_iter().enumerate() {
+            self.post_send(wr)
+                .map_err(|error| PostBatchError { posted, error })?;
+        }
+        Ok(())
+    }
+    /// Posts several receives in order (`ibv_post_recv` with a list), with
+    /// the same failure rule as [`post_send_batch`](Self::post_send_batch).
+    ///
+    /// The default implementation calls [`post_recv`](Self::post_recv) for
+    /// each in turn.
+    fn post_recv_batch(&self, wrs: Vec<RecvWr>) -> Result<(), PostBatchError> {
+        for (posted, wr) in wrs.into_iter().enumerate() {
+            self.post_recv(wr)
+                .map_err(|error| PostBatchError { posted, error })?;
+        }
+        Ok(())
+    }
     /// The peer's address once connected.
     fn peer_addr(&self) -> Option<SocketAddr>;
     /// Our address once connected.
@@ -273,4 +342,139 @@ pub trait QueuePair: Clone + Send + Sync + 'static {
     fn disconnect(&self);
     /// Waits for the next connection event (disconnect or error).
     fn next_event(&self) -> impl Future<Output = CmEvent> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A queue pair that records what is posted and refuses the work
+    /// request with id `refuse`.
+    #[derive(Clone, Default)]
+    struct RecordingQp {
+        sent: Arc<Mutex<Vec<u64>>>,
+        recvd: Arc<Mutex<Vec<u64>>>,
+        refuse: u64,
+    }
+
+    /// A region that only has the trait's default methods.
+    struct PlainMr;
+
+    impl MemoryRegion for PlainMr {
+        fn lkey(&self) -> u32 {
+            1
+        }
+        fn rkey(&self) -> u32 {
+            1
+        }
+        fn len(&self) -> usize {
+            8
+        }
+        fn access(&self) -> Access {
+            Access::LOCAL_WRITE
+        }
+        fn is_valid(&self) -> bool {
+            true
+        }
+        fn take_buffer(&self) -> Result<MrBuffer, VerbsError> {
+            Err(VerbsError::RegionBusy("valid"))
+        }
+        fn deregister(self) -> Option<MrBuffer> {
+            None
+        }
+    }
+
+    impl QueuePair for RecordingQp {
+        type Mr = PlainMr;
+        fn qp_num(&self) -> u32 {
+            1
+        }
+        fn state(&self) -> QpState {
+            QpState::Connected
+        }
+        fn post_send(&self, wr: SendWr) -> Result<(), VerbsError> {
+            if wr.wr_id == self.refuse {
+                return Err(VerbsError::QueueFull("send queue"));
+            }
+            self.sent.lock().unwrap().push(wr.wr_id);
+            Ok(())
+        }
+        fn post_fast_reg(&self, _mr: &PlainMr, wr: FastRegWr) -> Result<u32, RegisterError> {
+            Err(RegisterError {
+                error: VerbsError::InvalidState("not here"),
+                buffer: wr.buffer,
+            })
+        }
+        fn post_recv(&self, wr: RecvWr) -> Result<(), VerbsError> {
+            if wr.wr_id == self.refuse {
+                return Err(VerbsError::QueueFull("receive queue"));
+            }
+            self.recvd.lock().unwrap().push(wr.wr_id);
+            Ok(())
+        }
+        fn peer_addr(&self) -> Option<SocketAddr> {
+            None
+        }
+        fn local_addr(&self) -> Option<SocketAddr> {
+            None
+        }
+        fn disconnect(&self) {}
+        async fn next_event(&self) -> CmEvent {
+            std::future::pending().await
+        }
+    }
+
+    fn sends(ids: &[u64]) -> Vec<SendWr> {
+        ids.iter().map(|&i| SendWr::send(i, Vec::new())).collect()
+    }
+
+    #[test]
+    fn default_send_batch_posts_in_order() {
+        let qp = RecordingQp::default();
+        qp.post_send_batch(sends(&[1, 2, 3])).unwrap();
+        assert_eq!(*qp.sent.lock().unwrap(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn default_send_batch_stops_at_the_refused_one() {
+        let qp = RecordingQp {
+            refuse: 3,
+            ..Default::default()
+        };
+        let e = qp.post_send_batch(sends(&[1, 2, 3, 4])).unwrap_err();
+        assert_eq!(e.posted, 2);
+        assert_eq!(e.error, VerbsError::QueueFull("send queue"));
+        assert_eq!(*qp.sent.lock().unwrap(), vec![1, 2]);
+    }
+
+    #[test]
+    fn default_recv_batch_posts_in_order_and_stops_at_the_refused_one() {
+        let qp = RecordingQp {
+            refuse: 7,
+            ..Default::default()
+        };
+        qp.post_recv_batch(vec![RecvWr::new(5, Vec::new()), RecvWr::new(6, Vec::new())])
+            .unwrap();
+        let e = qp
+            .post_recv_batch(vec![RecvWr::new(7, Vec::new()), RecvWr::new(8, Vec::new())])
+            .unwrap_err();
+        assert_eq!(e.posted, 0);
+        assert_eq!(*qp.recvd.lock().unwrap(), vec![5, 6]);
+        assert!(qp.post_send_batch(Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn default_read_and_write_at_are_refused() {
+        let mr = PlainMr;
+        let mut b = [0u8; 4];
+        assert!(matches!(
+            mr.read_at(0, &mut b),
+            Err(VerbsError::InvalidState(_))
+        ));
+        assert!(matches!(
+            mr.write_at(0, &b),
+            Err(VerbsError::InvalidState(_))
+        ));
+    }
 }

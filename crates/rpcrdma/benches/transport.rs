@@ -9,8 +9,13 @@
 //! Run: `cargo bench -p rpcrdma --bench transport` (env `BENCH_SECS`, default
 //! 1 s per measurement; `BENCH_ROUNDS`, default 3, interleaved, medians
 //! reported; `BENCH_ONLY=rdma,rdma-nocrc,tcp,plain,memfabric` and `BENCH_OPS=get,put,null`
-//! select (`memfabric`: the in-process provider, no sockets — the engine's own
+//! (`null1`/`null32`: only the depth-1 latency / depth-32 rate) select (`memfabric`: the in-process provider, no sockets — the engine's own
 //! cost); `BENCH_THREADS`, default 2 runtime workers).
+//!
+//! Besides the rates, the process CPU time (user + system, from
+//! `/proc/self/stat`) spent per operation is reported for every measurement:
+//! on a shared machine a transport's rate depends on how much CPU it gets,
+//! its CPU per operation does much less.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -111,6 +116,7 @@ where
     // Warm-up.
     for _ in 0..8 {
         after(ch.call(make()).await.expect("warm-up call"));
+        OPS.fetch_add(1, Relaxed);
     }
     let ops = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -134,6 +140,7 @@ where
                     lat.push(t.elapsed().as_secs_f64() * 1e6);
                 }
                 ops.fetch_add(1, Relaxed);
+                OPS.fetch_add(1, Relaxed);
             }
             lat
         }));
@@ -234,8 +241,43 @@ impl Metric {
     }
 }
 
-/// Measures one metric on one transport: (value, secondary value).
-async fn measure(ch: &Chan, m: Metric, dur: Duration, data: &Bytes) -> (f64, f64) {
+/// CPU time (user + system) this process has used so far, in seconds
+/// (`/proc/self/stat` fields 14 and 15, in clock ticks of 10 ms); `NaN`
+/// where that file is unavailable.
+fn process_cpu() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // The command name (field 2) may contain spaces: count from its end.
+    let Some(rest) = s.rfind(')').map(|i| &s[i + 1..]) else {
+        return f64::NAN;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3: utime is field 14, stime field 15.
+    match (
+        f.get(11).and_then(|v| v.parse::<f64>().ok()),
+        f.get(12).and_then(|v| v.parse::<f64>().ok()),
+    ) {
+        (Some(u), Some(st)) => (u + st) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
+/// Measures one metric on one transport: (value, secondary value, process
+/// CPU microseconds per operation).
+async fn measure(ch: &Chan, m: Metric, dur: Duration, data: &Bytes) -> (f64, f64, f64) {
+    let cpu0 = process_cpu();
+    let ops0 = OPS.load(Relaxed);
+    let (a, b) = measure_inner(ch, m, dur, data).await;
+    let ops = OPS.load(Relaxed) - ops0;
+    let cpu = (process_cpu() - cpu0) * 1e6 / ops.max(1) as f64;
+    (a, b, cpu)
+}
+
+/// Operations completed by [`drive`] (warm-up included), for CPU per op.
+static OPS: AtomicU64 = AtomicU64::new(0);
+
+async fn measure_inner(ch: &Chan, m: Metric, dur: Duration, data: &Bytes) -> (f64, f64) {
     match m {
         Metric::Get(d) => {
             let (n, el, _) =
@@ -336,8 +378,11 @@ async fn run() {
             metrics.push(Metric::Put(d));
         }
     }
-    if ops.contains("null") {
+    let op = |o: &str| ops.split(',').any(|x| x == o);
+    if op("null") || op("null1") {
         metrics.push(Metric::NullLatency);
+    }
+    if op("null") || op("null32") {
         metrics.push(Metric::NullRate);
     }
 
@@ -391,16 +436,18 @@ async fn run() {
     // Interleave transports within each round so that load changes on the
     // machine hit all of them alike; report medians over the rounds.
     let data = Bytes::from(vec![0xa5u8; MIB]);
-    let mut vals: std::collections::HashMap<(String, String), (Vec<f64>, Vec<f64>)> =
+    #[allow(clippy::type_complexity)]
+    let mut vals: std::collections::HashMap<(String, String), (Vec<f64>, Vec<f64>, Vec<f64>)> =
         Default::default();
     let mut plain = Vec::new();
     for _ in 0..rounds {
         for &m in &metrics {
             for (label, ch) in &chans {
-                let (a, b) = measure(ch, m, dur, &data).await;
+                let (a, b, cpu) = measure(ch, m, dur, &data).await;
                 let e = vals.entry((label.to_string(), m.name())).or_default();
                 e.0.push(a);
                 e.1.push(b);
+                e.2.push(cpu);
             }
         }
         if want("plain") {
@@ -429,8 +476,13 @@ async fn run() {
     let labels = ["rdma", "rdma-nocrc", "tcp", "memfabric"];
     let med = |l: &str, m: Metric| -> (f64, f64) {
         vals.get(&(l.to_string(), m.name()))
-            .map(|(a, b)| (median(&mut a.clone()), median(&mut b.clone())))
+            .map(|(a, b, _)| (median(&mut a.clone()), median(&mut b.clone())))
             .unwrap_or((f64::NAN, f64::NAN))
+    };
+    let cpu_med = |l: &str, m: Metric| -> f64 {
+        vals.get(&(l.to_string(), m.name()))
+            .map(|(_, _, c)| median(&mut c.clone()))
+            .unwrap_or(f64::NAN)
     };
     println!(
         "\nmedians of {rounds} rounds x {:.1} s per measurement",
@@ -463,6 +515,21 @@ async fn run() {
     }
     let plain = median(&mut plain);
     println!("{:<32} {:>14.1}", "plain TCP stream 1MiB (MB/s)", plain);
+    println!("\nprocess CPU per operation, both ends (us; medians of {rounds} rounds)");
+    for &m in &metrics {
+        let cells: Vec<String> = labels
+            .iter()
+            .map(|l| format!("{:.2}", cpu_med(l, m)))
+            .collect();
+        println!(
+            "{:<32} {:>14} {:>14} {:>14} {:>14}",
+            m.name(),
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3]
+        );
+    }
     println!("\nratios against targets (rdma = with MPA CRC32c, the default):");
     for l in ["rdma", "rdma-nocrc"] {
         for (op, g) in [

@@ -1025,8 +1025,32 @@ impl TxPath {
             self.sh.tx_wake.notify_one();
             return;
         }
+        self.transmit_inline(st, INLINE_BUDGET);
+    }
+
+    /// Transmits from the reader's thread what received messages made
+    /// ready (Read Responses to Read Requests just received, a Read that
+    /// was waiting for an ORD slot): a batch of requests is answered with
+    /// one vectored write and no wakeup of the writer task. Falls back to
+    /// the writer task when it owns the socket or a burst is collected.
+    fn answer(&self) {
+        let Ok(st) = self.state.try_lock() else {
+            self.sh.tx_wake.notify_one();
+            return;
+        };
+        if st.writer_active || st.coalescing {
+            drop(st);
+            self.sh.tx_wake.notify_one();
+            return;
+        }
+        self.transmit_inline(st, WRITER_BUDGET);
+    }
+
+    /// Produces up to `budget` bytes and writes what the socket takes now;
+    /// the rest (and anything beyond the budget) is left to the writer task.
+    fn transmit_inline(&self, mut st: std::sync::MutexGuard<'_, TxState>, budget: usize) {
         let mut bufs = Vec::new();
-        let n = st.tx.poll_transmit(&mut bufs, INLINE_BUDGET);
+        let n = st.tx.poll_transmit(&mut bufs, budget);
         if n == 0 {
             return;
         }
@@ -1039,8 +1063,8 @@ impl TxPath {
         match r {
             Ok(true) => {
                 drop(st);
-                if n >= INLINE_BUDGET {
-                    // More may be ready beyond the inline budget.
+                if n >= budget {
+                    // More may be ready beyond the budget.
                     self.sh.tx_wake.notify_one();
                 }
             }
@@ -1139,6 +1163,9 @@ async fn reader(stream: Arc<TcpStream>, mut rx: Rx, path: Arc<TxPath>, cap: Opti
         });
         path.rx_batch
             .store(rx.take_delivered() >= 2, Ordering::Relaxed);
+        if rx.take_tx_work() {
+            path.answer();
+        }
         match r {
             Ok(RxStatus::WouldBlock) => {
                 if let Err(e) = stream.readable().await {

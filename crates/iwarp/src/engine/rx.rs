@@ -146,6 +146,10 @@ pub struct Rx {
     dead: bool,
     fpdus: u64,
     delivered: u32,
+    /// The transmit half has new work because of what was received (a
+    /// Read Request to answer, an ORD slot freed, the transmit gate
+    /// opened); see [`Rx::take_tx_work`].
+    tx_work: bool,
 }
 
 impl Rx {
@@ -191,12 +195,23 @@ impl Rx {
             dead: false,
             fpdus: 0,
             delivered: 0,
+            tx_work: false,
         }
     }
 
     /// FPDUs received so far.
     pub fn fpdus(&self) -> u64 {
         self.fpdus
+    }
+
+    /// True if, since the last call, something received gave the transmit
+    /// half work (a Read Request to answer, an ORD slot freed for a queued
+    /// RDMA Read, the transmit gate opened). The driver transmits it, or
+    /// wakes the task that does: the receive half never does either itself,
+    /// so that a driver can answer a batch of Read Requests with one write
+    /// from the reading thread instead of a wakeup per request.
+    pub fn take_tx_work(&mut self) -> bool {
+        std::mem::take(&mut self.tx_work)
     }
 
     /// Messages delivered (receive completions) since the last call.
@@ -710,7 +725,7 @@ impl Rx {
             if !g.tx_gate_open {
                 g.tx_gate_open = true;
                 drop(g);
-                self.sh.tx_wake.notify_one();
+                self.tx_work = true;
             }
         }
         let Some(repr) = self.repr.take() else {
@@ -756,7 +771,7 @@ impl Rx {
                             ));
                         }
                     }
-                    self.sh.tx_wake.notify_one();
+                    self.tx_work = true;
                 }
             }
             RdmapRepr::RdmaReadRequest { .. } => {
@@ -782,7 +797,7 @@ impl Rx {
                 g.irq.push_back(InboundRead { req, raw });
                 g.reads_in_service += 1;
                 drop(g);
-                self.sh.tx_wake.notify_one();
+                self.tx_work = true;
             }
             RdmapRepr::Send {
                 last,

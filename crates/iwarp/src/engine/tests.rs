@@ -338,7 +338,17 @@ fn ord_limits_outstanding_reads() {
     // Only one Read Request (18 + 28 bytes ULPDU) may be outstanding.
     assert_eq!(out.len(), 2 + 46 + 4);
     assert_eq!(a.sh.lock().orq.len(), 1);
+    assert!(!b.rx.take_tx_work());
     b.feed(&out, usize::MAX);
+    // The Read Request gave the responder's transmit half work: the driver
+    // is told (once), so that it answers from the reading thread.
+    assert!(b.rx.take_tx_work());
+    assert!(!b.rx.take_tx_work());
+    let resp = b.out();
+    assert!(!resp.is_empty());
+    a.feed(&resp, usize::MAX);
+    // The Read Response freed the ORD slot: the next queued Read may go.
+    assert!(a.rx.take_tx_work());
     pump(&mut a, &mut b);
     assert_eq!(a.wcs().len(), 3);
 }

@@ -138,6 +138,8 @@ pub struct Rx {
     small: [u8; MAX_BODY_LEN],
     small_len: usize,
     big_mode: bool,
+    /// The previous segment had the DDP Last flag.
+    prev_was_last: bool,
     direct: bool,
     send_msn: u32,
     rreq_msn: u32,
@@ -187,6 +189,7 @@ impl Rx {
             small: [0; MAX_BODY_LEN],
             small_len: 0,
             big_mode: false,
+            prev_was_last: true,
             direct,
             send_msn: 1,
             rreq_msn: 1,
@@ -437,7 +440,13 @@ impl Rx {
         }
         self.payload_len = ulpdu_len - hlen;
         self.remaining = self.payload_len;
-        self.big_mode = self.payload_len >= BIG_PAYLOAD;
+        // A stream of large segments stays one through the short last
+        // segment of a large message (e.g. the 848 bytes that end a 1 MiB
+        // Write in 64 KiB FPDUs), so that the read after it is bounded too
+        // and the next message's payload is not staged.
+        let last = self.hdr[2] & crate::wire::ddp::control::LAST != 0;
+        self.big_mode = self.payload_len >= BIG_PAYLOAD || (self.big_mode && !self.prev_was_last);
+        self.prev_was_last = last;
         let repr = match RdmapRepr::parse_ulpdu(&self.hdr[2..self.hdr_need]) {
             Ok(r) => r,
             Err(ParseFailure::Terminate(c)) => {

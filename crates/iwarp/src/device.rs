@@ -5,15 +5,15 @@ use crate::capture::{Capture, ConnCapture};
 use crate::cq::Cq;
 use crate::engine::rx::{Rx, RxStatus};
 use crate::engine::tx::Tx;
-use crate::engine::{Limits, QpShared, SqItem};
+use crate::engine::{Limits, QpInner, QpShared, SqItem};
 use crate::handshake::{self, HandshakeError, MpaConfig, Negotiated, Request};
 use crate::mem::{next_key, Region, StagTable};
 use crate::wire::fpdu::mulpdu;
 use crate::wire::terminate::{TerminateCause, TerminateRepr};
 use bytes::Bytes;
 use rdma_verbs::{
-    Access, CmEvent, ConnError, ConnInfo, ConnParam, FastRegWr, MrBuffer, QpInit, QpState, RecvWr,
-    RegisterError, SendOp, SendWr, VerbsError,
+    Access, CmEvent, ConnError, ConnInfo, ConnParam, FastRegWr, MrBuffer, PostBatchError, QpInit,
+    QpState, RecvWr, RegisterError, SendOp, SendWr, VerbsError,
 };
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -206,6 +206,40 @@ impl rdma_verbs::MemoryRegion for Mr {
         st.buffer.take()
         // Drop removes the table entry.
     }
+    /// Copies out under the region's lock, so never while a segment is
+    /// being placed into it; no reference to the registered bytes escapes.
+    fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<(), VerbsError> {
+        let st = self.region.lock();
+        let buf = st
+            .buffer
+            .as_ref()
+            .ok_or(VerbsError::RegionBusy("region holds no buffer"))?;
+        let end = in_region(offset, dst.len(), buf.len())?;
+        dst.copy_from_slice(&buf.as_slice()[offset..end]);
+        Ok(())
+    }
+    /// Copies in under the region's lock, as `read_at` copies out.
+    fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), VerbsError> {
+        let mut st = self.region.lock();
+        let buf = st
+            .buffer
+            .as_mut()
+            .ok_or(VerbsError::RegionBusy("region holds no buffer"))?;
+        let end = in_region(offset, src.len(), buf.len())?;
+        let bytes = buf
+            .as_mut_slice()
+            .ok_or(VerbsError::InvalidAccess("immutable buffer"))?;
+        bytes[offset..end].copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// The end of `offset..offset + len` if it lies within a buffer of `size`.
+fn in_region(offset: usize, len: usize, size: usize) -> Result<usize, VerbsError> {
+    offset
+        .checked_add(len)
+        .filter(|&end| end <= size)
+        .ok_or(VerbsError::InvalidArgument("range outside the region"))
 }
 
 impl Drop for Mr {
@@ -264,6 +298,39 @@ impl Qp {
     }
 }
 
+/// The checks of `ibv_post_send` for one WR (QP state, send queue room,
+/// SGL length, ORD for a Read).
+fn check_send(sh: &QpShared, g: &QpInner, wr: &SendWr) -> Result<(), VerbsError> {
+    if wr.op.uses_sgl() && wr.sgl.len() > sh.limits.max_send_sge as usize {
+        return Err(VerbsError::InvalidArgument("too many SGEs"));
+    }
+    if g.state != QpState::Connected {
+        return Err(VerbsError::InvalidState("QP is not connected"));
+    }
+    if g.sq_outstanding >= sh.limits.max_send_wr {
+        return Err(VerbsError::QueueFull("send queue"));
+    }
+    if matches!(wr.op, SendOp::RdmaRead { .. }) && g.ord == 0 {
+        return Err(VerbsError::InvalidArgument("RDMA Read with ORD 0"));
+    }
+    Ok(())
+}
+
+/// The checks of `ibv_post_recv` for one WR (QP state, receive queue room,
+/// SGL length).
+fn check_recv(sh: &QpShared, g: &QpInner, wr: &RecvWr) -> Result<(), VerbsError> {
+    if wr.sgl.len() > sh.limits.max_recv_sge as usize {
+        return Err(VerbsError::InvalidArgument("too many SGEs"));
+    }
+    if matches!(g.state, QpState::Error | QpState::Disconnected) {
+        return Err(VerbsError::InvalidState("QP is not usable"));
+    }
+    if g.rq.len() >= sh.limits.max_recv_wr as usize {
+        return Err(VerbsError::QueueFull("receive queue"));
+    }
+    Ok(())
+}
+
 impl rdma_verbs::QueuePair for Qp {
     type Mr = Mr;
 
@@ -277,24 +344,39 @@ impl rdma_verbs::QueuePair for Qp {
 
     fn post_send(&self, wr: SendWr) -> Result<(), VerbsError> {
         let sh = self.sh();
-        if wr.op.uses_sgl() && wr.sgl.len() > sh.limits.max_send_sge as usize {
-            return Err(VerbsError::InvalidArgument("too many SGEs"));
-        }
         let mut g = sh.lock();
-        if g.state != QpState::Connected {
-            return Err(VerbsError::InvalidState("QP is not connected"));
-        }
-        if g.sq_outstanding >= sh.limits.max_send_wr {
-            return Err(VerbsError::QueueFull("send queue"));
-        }
-        if matches!(wr.op, SendOp::RdmaRead { .. }) && g.ord == 0 {
-            return Err(VerbsError::InvalidArgument("RDMA Read with ORD 0"));
-        }
+        check_send(sh, &g, &wr)?;
         g.sq_outstanding += 1;
         g.sq.push_back(SqItem::Wr(wr));
         drop(g);
         self.kick();
         Ok(())
+    }
+
+    /// One lock for all, and one transmit for all: a batch of Sends goes
+    /// out in one vectored write (as one doorbell on a hardware RNIC).
+    fn post_send_batch(&self, wrs: Vec<SendWr>) -> Result<(), PostBatchError> {
+        let sh = self.sh();
+        let mut g = sh.lock();
+        let mut posted = 0;
+        let mut failed = None;
+        for wr in wrs {
+            if let Err(error) = check_send(sh, &g, &wr) {
+                failed = Some(error);
+                break;
+            }
+            g.sq_outstanding += 1;
+            g.sq.push_back(SqItem::Wr(wr));
+            posted += 1;
+        }
+        drop(g);
+        if posted > 0 {
+            self.kick();
+        }
+        match failed {
+            Some(error) => Err(PostBatchError { posted, error }),
+            None => Ok(()),
+        }
     }
 
     fn post_fast_reg(&self, mr: &Mr, wr: FastRegWr) -> Result<u32, RegisterError> {
@@ -361,17 +443,20 @@ impl rdma_verbs::QueuePair for Qp {
 
     fn post_recv(&self, wr: RecvWr) -> Result<(), VerbsError> {
         let sh = self.sh();
-        if wr.sgl.len() > sh.limits.max_recv_sge as usize {
-            return Err(VerbsError::InvalidArgument("too many SGEs"));
-        }
         let mut g = sh.lock();
-        if matches!(g.state, QpState::Error | QpState::Disconnected) {
-            return Err(VerbsError::InvalidState("QP is not usable"));
-        }
-        if g.rq.len() >= sh.limits.max_recv_wr as usize {
-            return Err(VerbsError::QueueFull("receive queue"));
-        }
+        check_recv(sh, &g, &wr)?;
         g.rq.push_back(wr);
+        Ok(())
+    }
+
+    /// One lock for all.
+    fn post_recv_batch(&self, wrs: Vec<RecvWr>) -> Result<(), PostBatchError> {
+        let sh = self.sh();
+        let mut g = sh.lock();
+        for (posted, wr) in wrs.into_iter().enumerate() {
+            check_recv(sh, &g, &wr).map_err(|error| PostBatchError { posted, error })?;
+            g.rq.push_back(wr);
+        }
         Ok(())
     }
 

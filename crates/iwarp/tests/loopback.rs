@@ -1015,3 +1015,117 @@ async fn write_and_read_with_staged_copy_placement() {
         write_read_roundtrip(&a, &b, len, 4).await;
     }
 }
+
+/// `read_at`/`write_at`: the CPU's own access to registered memory, checked
+/// against the buffer; a receive buffer is read in place and reposted
+/// without re-registration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registered_memory_is_read_and_written_in_place() {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let rbuf = reg_mut(&b.pd, 64, Access::LOCAL_WRITE);
+    b.qp.post_recv(RecvWr::new(1, vec![Sge::new(rbuf.lkey(), 0, 64)]))
+        .unwrap();
+    connect(&a, &b, 1).await;
+    // A send buffer registered once and filled in place before each post.
+    let sbuf = reg_mut(&a.pd, 64, Access::NONE);
+    for round in 0..3u8 {
+        let msg = pattern(40 + usize::from(round), round);
+        sbuf.write_at(0, &msg).unwrap();
+        a.qp.post_send(SendWr::send(
+            u64::from(round),
+            vec![Sge::new(sbuf.lkey(), 0, msg.len() as u32)],
+        ))
+        .unwrap();
+        assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+        let wc = next(&b.cq).await;
+        assert_eq!(
+            (wc.status, wc.byte_len),
+            (WcStatus::Success, msg.len() as u32)
+        );
+        let mut got = vec![0; msg.len()];
+        rbuf.read_at(0, &mut got).unwrap();
+        assert_eq!(got, msg);
+        // The same registration is posted again.
+        b.qp.post_recv(RecvWr::new(2, vec![Sge::new(rbuf.lkey(), 0, 64)]))
+            .unwrap();
+    }
+    // Range and mutability checks.
+    let mut four = [0u8; 4];
+    assert!(matches!(
+        rbuf.read_at(61, &mut four),
+        Err(VerbsError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        rbuf.read_at(usize::MAX, &mut four),
+        Err(VerbsError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        sbuf.write_at(64, &[1]),
+        Err(VerbsError::InvalidArgument(_))
+    ));
+    let frozen = reg_bytes(&a.pd, pattern(8, 1), Access::NONE);
+    assert!(matches!(
+        frozen.write_at(0, &[1]),
+        Err(VerbsError::InvalidAccess(_))
+    ));
+    frozen.read_at(4, &mut four).unwrap();
+    assert_eq!(&four[..], &pattern(8, 1)[4..]);
+}
+
+/// `post_send_batch` puts a batch of Sends on the wire in one write, in
+/// order; a bad WR stops the batch there, with the earlier ones posted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_of_sends_goes_out_in_one_write() {
+    let cap = iwarp::capture::Capture::new(std::io::sink()).unwrap();
+    let a = end(Config {
+        capture: Some(cap.clone()),
+        ..Config::default()
+    });
+    let b = end(Config::default());
+    const N: usize = 32;
+    let rbuf = reg_mut(&b.pd, 64 * (2 * N + 1), Access::LOCAL_WRITE);
+    b.qp.post_recv_batch(
+        (0..=2 * N)
+            .map(|i| RecvWr::new(i as u64, vec![Sge::new(rbuf.lkey(), (i * 64) as u64, 64)]))
+            .collect(),
+    )
+    .unwrap();
+    connect(&a, &b, 1).await;
+    let src = reg_bytes(&a.pd, pattern(64, 1), Access::NONE);
+    a.qp.post_send(SendWr::send(0, vec![Sge::new(src.lkey(), 0, 64)]))
+        .unwrap();
+    assert_eq!(next(&b.cq).await.status, WcStatus::Success);
+    assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+    let before = cap.frames();
+    a.qp.post_send_batch(
+        (1..=N)
+            .map(|i| SendWr::send(i as u64, vec![Sge::new(src.lkey(), 0, i as u32)]))
+            .collect(),
+    )
+    .unwrap();
+    for i in 1..=N {
+        // Receive i (0 took the first Send) holds Send i, of i bytes.
+        let wc = next(&b.cq).await;
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (i as u64, WcStatus::Success, i as u32)
+        );
+        assert_eq!(next(&a.cq).await.wr_id, i as u64);
+    }
+    let writes = cap.frames() - before;
+    assert!(writes <= 2, "a batch of {N} Sends took {writes} writes");
+    // A WR with too many SGEs in the middle: the ones before it are posted.
+    let mut wrs: Vec<SendWr> = (0..3)
+        .map(|i| SendWr::send(100 + i, vec![Sge::new(src.lkey(), 0, 8)]))
+        .collect();
+    wrs.insert(2, SendWr::send(99, vec![Sge::new(src.lkey(), 0, 1); 1000]));
+    let err = a.qp.post_send_batch(wrs).unwrap_err();
+    assert_eq!(err.posted, 2);
+    assert!(matches!(err.error, VerbsError::InvalidArgument(_)));
+    for (recv, send) in [(N + 1, 100), (N + 2, 101)] {
+        let wc = next(&b.cq).await;
+        assert_eq!((wc.wr_id, wc.byte_len), (recv as u64, 8));
+        assert_eq!(next(&a.cq).await.wr_id, send);
+    }
+}

@@ -34,7 +34,7 @@ use bytes::{Bytes, BytesMut};
 use oncrpc::{decode_reply, Channel, Payload, PayloadBuilder, Piece, Request, RpcError};
 use rdma_verbs::{
     Access, ConnParam, Device, FastRegWr, MemoryRegion, MrBuffer, ProtectionDomain, QpState,
-    QueuePair, SendWr, Sge, VerbsError, WorkCompletion,
+    QueuePair, SendOp, VerbsError, WorkCompletion,
 };
 use rpcrdma_proto::binding::ArgsView;
 use rpcrdma_proto::counters::Counters;
@@ -666,7 +666,8 @@ impl<D: Device> Shared<D> {
                         report: p.report,
                     });
                     drop(st);
-                    if let Err(e) = conn.ep.post(p.send, vec![p.send_mr], None) {
+                    let send = SendOp::Send { solicited: false };
+                    if let Err(e) = conn.ep.post_send_msg(send, p.send, Vec::new()) {
                         self.send_failed(&conn, xid, e);
                     }
                 }
@@ -874,23 +875,16 @@ impl<D: Device> Shared<D> {
         let hlen = plan.header.buffer_len();
         let inline = plan.inline();
         let total = hlen + spans_len(inline) as usize;
-        let mut sbuf = BytesMut::zeroed(hlen);
-        plan.header
-            .emit(&mut sbuf)
-            .map_err(|e| TransportError::Plan(e.to_string()))?;
-        sbuf.reserve(total - hlen);
+        let mut sbuf = BytesMut::with_capacity(total);
+        sbuf.resize(hlen, 0);
+        if let Err(e) = plan.header.emit(&mut sbuf) {
+            let mut back = Vec::new();
+            release_regions(regs, &mut back);
+            restore(bufs, back);
+            return Err(TransportError::Plan(e.to_string()));
+        }
         gather_into(&mut sbuf, inline, &pieces);
         let report = initial_report(xid, &plan, total as u64, conn.neg.thresholds, retransmits);
-        let send_mr = match conn.ep.register_source(sbuf.freeze()) {
-            Ok(m) => m,
-            Err(e) => {
-                let mut back = Vec::new();
-                release_regions(regs, &mut back);
-                restore(bufs, back);
-                return Err(e.into());
-            }
-        };
-        let sge = Sge::new(send_mr.lkey(), 0, total as u32);
         self.stats.counters.add_call(plan.kind);
         if let Some(c) = plan.header.chunks() {
             self.stats.counters.add_chunks(c);
@@ -899,8 +893,7 @@ impl<D: Device> Shared<D> {
             offered: plan.offered(),
             regions: regs,
             report,
-            send: SendWr::send(0, vec![sge]),
-            send_mr,
+            send: sbuf.freeze(),
         })
     }
 
@@ -991,14 +984,9 @@ impl<D: Device> Shared<D> {
 
     /// A receive completed on `conn`.
     fn on_recv(self: &Arc<Self>, conn: &Arc<Conn<D>>, wc: WorkCompletion) {
-        let Some(msg) = conn.ep.take_recv(&wc) else {
+        let Some(msg) = conn.ep.complete_recv(&wc) else {
             return;
         };
-        if !conn.ep.is_dead() {
-            if let Err(e) = conn.ep.post_recv() {
-                tracing::debug!(error = %e, "re-posting a receive failed");
-            }
-        }
         let limits = self.config.decode_limits();
         let gen = conn.gen;
         let mut st = lock(&self.state);
@@ -1212,8 +1200,8 @@ struct Prepared<D: Device> {
     offered: OfferedChunks,
     regions: Vec<Reg<D>>,
     report: CallReport,
-    send: SendWr,
-    send_mr: D::Mr,
+    /// The Send's bytes: transport header and inline part.
+    send: Bytes,
 }
 
 /// Deregisters `regions`, collecting the result buffers (by Write chunk).

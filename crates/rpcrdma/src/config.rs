@@ -154,6 +154,13 @@ impl RdmaConfig {
         }
     }
 
+    /// Size of each pooled send buffer: our send threshold (no message we
+    /// send inline exceeds it, RFC 8797 §5), at least 1024 bytes and at
+    /// most 64 KiB (larger messages are registered one by one).
+    pub(crate) fn send_buffer_len(&self) -> usize {
+        (self.inline_send as usize).clamp(1024, 64 << 10)
+    }
+
     /// Size of each posted receive buffer: what we advertised, as RFC 8797
     /// encodes it (a multiple of 1024, at least 1024).
     pub(crate) fn recv_buffer_len(&self) -> usize {

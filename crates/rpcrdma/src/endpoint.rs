@@ -1,8 +1,17 @@
 //! One connection's verbs objects and completion routing, shared by the
 //! requester and the responder.
 //!
-//! - Receives: each posted receive owns a fresh registered buffer of the
-//!   advertised size; a completion turns it into `Bytes` without copying.
+//! - Receives: each posted receive owns a registered buffer of the
+//!   advertised size. Where the provider can read registered memory in
+//!   place ([`MemoryRegion::read_at`]) the buffers stay registered for the
+//!   connection's life: a completed message is copied out and the same
+//!   buffer is posted again, as xprtrdma keeps its receive buffers (no
+//!   registration per message). Otherwise the buffer is deregistered, the
+//!   message copied out and the buffer registered again.
+//! - Sends: a message that fits is copied into a send buffer registered
+//!   once and reused ([`MemoryRegion::write_at`]), not registered per
+//!   message; larger ones (or with a provider that cannot write registered
+//!   memory in place) are registered on their own.
 //! - Send-queue work: a work request may carry registrations to release and
 //!   a continuation to run when it completes (success, error or flush).
 //!   Unsignaled work requests carry neither; the send queue completes in
@@ -15,7 +24,7 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::{Bytes, BytesMut};
 use rdma_verbs::{
     Access, CompletionQueue, Device, MemoryRegion, MrBuffer, ProtectionDomain, QpInit, QueuePair,
-    RecvWr, SendWr, Sge, VerbsError, WcOpcode, WcStatus, WorkCompletion,
+    RecvWr, SendOp, SendWr, Sge, VerbsError, WcOpcode, WcStatus, WorkCompletion,
 };
 
 use crate::config::RdmaConfig;
@@ -32,6 +41,17 @@ pub(crate) type Continuation = Box<dyn FnOnce(WorkCompletion) + Send>;
 struct Op<M> {
     then: Option<Continuation>,
     mrs: Vec<M>,
+    /// Pooled send buffers, back to the pool on completion.
+    pooled: Vec<M>,
+}
+
+/// Registrations of unsignaled work requests, released (pooled send
+/// buffers: returned to the pool) when a later signaled one completes.
+struct Deferred<M> {
+    mrs: Vec<M>,
+    pooled: Vec<M>,
+    /// Unsignaled work requests since the last signaled one.
+    count: u32,
 }
 
 /// A connection's PD, CQ and QP with completion routing.
@@ -47,11 +67,22 @@ pub(crate) struct Endpoint<D: Device> {
     /// again (no allocation or zeroing per receive).
     spare: Mutex<Vec<BytesMut>>,
     /// Registrations of unsignaled Sends, released by the next signaled
-    /// one (the send queue completes in order); the count since the last
-    /// signaled Send.
-    deferred: Mutex<(Vec<D::Mr>, u32)>,
+    /// one (the send queue completes in order).
+    deferred: Mutex<Deferred<D::Mr>>,
     dead: AtomicBool,
     sq_depth: u32,
+    /// Receive buffers stay registered and are read in place (cleared for
+    /// good the first time the provider refuses [`MemoryRegion::read_at`]).
+    recv_in_place: AtomicBool,
+    /// Send buffers are registered once and written in place (cleared for
+    /// good the first time the provider refuses [`MemoryRegion::write_at`]).
+    send_in_place: AtomicBool,
+    /// Registered send buffers of [`Self::send_len`] bytes, free for reuse.
+    send_pool: Mutex<Vec<D::Mr>>,
+    /// Size of a pooled send buffer.
+    send_len: usize,
+    /// Most send buffers kept in the pool.
+    send_pool_max: usize,
 }
 
 /// Release-only Sends are signaled once in this many (selective
@@ -63,6 +94,9 @@ const DEFER_MAX_BYTES: usize = 16 << 10;
 
 /// Receive buffers kept for reuse beyond those posted.
 const SPARE_RECV_BUFFERS: usize = 64;
+
+/// Most pooled send buffers per connection.
+const MAX_SEND_POOL: usize = 512;
 
 /// Receives kept posted beyond the credits.
 pub(crate) const RECV_MARGIN: u32 = 4;
@@ -88,9 +122,18 @@ impl<D: Device> Endpoint<D> {
             ops: Mutex::new(HashMap::new()),
             recvs: Mutex::new(HashMap::new()),
             spare: Mutex::new(Vec::new()),
-            deferred: Mutex::new((Vec::new(), 0)),
+            deferred: Mutex::new(Deferred {
+                mrs: Vec::new(),
+                pooled: Vec::new(),
+                count: 0,
+            }),
             dead: AtomicBool::new(false),
             sq_depth,
+            recv_in_place: AtomicBool::new(true),
+            send_in_place: AtomicBool::new(true),
+            send_pool: Mutex::new(Vec::new()),
+            send_len: config.send_buffer_len(),
+            send_pool_max: (recvs as usize + 2 * SIGNAL_EVERY as usize).min(MAX_SEND_POOL),
         };
         for _ in 0..recvs {
             ep.post_recv()?;
@@ -120,6 +163,49 @@ impl<D: Device> Endpoint<D> {
         Ok(())
     }
 
+    /// A receive completed: its message (`None` for a failed or unknown
+    /// receive), with the receive buffer posted again unless the
+    /// connection is dead.
+    ///
+    /// With a provider that reads registered memory in place the message
+    /// (at most the inline threshold, usually a few hundred bytes) is
+    /// copied out and the same registered buffer is posted again under the
+    /// same work request id: no registration per message. Reading after
+    /// the completion and reposting after the read means neither the peer
+    /// nor the provider writes the buffer while it is read.
+    pub fn complete_recv(&self, wc: &WorkCompletion) -> Option<Bytes> {
+        if wc.is_success() && self.recv_in_place.load(Ordering::Relaxed) && !self.is_dead() {
+            let recvs = lock(&self.recvs);
+            if let Some(mr) = recvs.get(&wc.wr_id) {
+                let n = (wc.byte_len as usize).min(self.recv_len);
+                let mut msg = BytesMut::zeroed(n);
+                match mr.read_at(0, &mut msg) {
+                    Ok(()) => {
+                        let sge = Sge::new(mr.lkey(), 0, self.recv_len as u32);
+                        drop(recvs);
+                        if let Err(e) = self.qp.post_recv(RecvWr::new(wc.wr_id, vec![sge])) {
+                            tracing::debug!(error = %e, "re-posting a receive failed");
+                            let mr = lock(&self.recvs).remove(&wc.wr_id);
+                            drop(mr);
+                        }
+                        return Some(msg.freeze());
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "provider cannot read receive buffers in place");
+                        self.recv_in_place.store(false, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        let msg = self.take_recv(wc)?;
+        if !self.is_dead() {
+            if let Err(e) = self.post_recv() {
+                tracing::debug!(error = %e, "re-posting a receive failed");
+            }
+        }
+        Some(msg)
+    }
+
     /// True if `wc` is a receive completion.
     pub fn is_recv(wc: &WorkCompletion) -> bool {
         wc.wr_id & RECV_BIT != 0 || wc.opcode == WcOpcode::Recv
@@ -131,7 +217,7 @@ impl<D: Device> Endpoint<D> {
     /// threshold, usually a few hundred bytes) and the buffer is kept for
     /// the next receive, as xprtrdma keeps its receive buffers: cheaper than
     /// allocating and zeroing a fresh buffer per message.
-    pub fn take_recv(&self, wc: &WorkCompletion) -> Option<Bytes> {
+    fn take_recv(&self, wc: &WorkCompletion) -> Option<Bytes> {
         let mr = lock(&self.recvs).remove(&wc.wr_id)?;
         let buf = mr.deregister()?.try_into_bytes_mut().ok()?;
         let msg = wc
@@ -159,39 +245,123 @@ impl<D: Device> Endpoint<D> {
         mrs: Vec<D::Mr>,
         then: Option<Continuation>,
     ) -> Result<(), VerbsError> {
-        if then.is_none() && !mrs.is_empty() {
-            return self.post_release_only(wr, mrs);
+        self.post_with(wr, mrs, Vec::new(), then)
+    }
+
+    fn post_with(
+        &self,
+        wr: SendWr,
+        mrs: Vec<D::Mr>,
+        pooled: Vec<D::Mr>,
+        then: Option<Continuation>,
+    ) -> Result<(), VerbsError> {
+        if then.is_none() && (!mrs.is_empty() || !pooled.is_empty()) {
+            return self.post_release_only(wr, mrs, pooled);
         }
-        self.post_tracked(wr, mrs, then)
+        self.post_tracked(wr, mrs, pooled, then)
+    }
+
+    /// Posts a Send (`op`: Send or Send with Invalidate) of `msg`;
+    /// `mrs` (sources of RDMA Writes posted before it) are released when it
+    /// completes. A message that fits a pooled send buffer is copied into
+    /// one (registered once, reused once the Send has completed); a larger
+    /// one is registered on its own.
+    pub fn post_send_msg(&self, op: SendOp, msg: Bytes, mrs: Vec<D::Mr>) -> Result<(), VerbsError> {
+        let len = msg.len() as u32;
+        if msg.len() <= self.send_len && self.send_in_place.load(Ordering::Relaxed) {
+            if let Some(buf) = self.pooled_send_buffer(&msg) {
+                let wr = SendWr::new(0, op, vec![Sge::new(buf.lkey(), 0, len)]);
+                return self.post_with(wr, mrs, vec![buf], None);
+            }
+        }
+        let mut mrs = mrs;
+        let smr = match self.register_source(msg) {
+            Ok(m) => m,
+            Err(e) => {
+                // Earlier RDMA Writes may gather from `mrs`.
+                self.hold(mrs);
+                return Err(e);
+            }
+        };
+        let sge = Sge::new(smr.lkey(), 0, len);
+        mrs.push(smr);
+        self.post_with(SendWr::new(0, op, vec![sge]), mrs, Vec::new(), None)
+    }
+
+    /// A registered send buffer holding `msg` (from the pool, or newly
+    /// registered); `None` if the provider cannot write registered memory
+    /// in place.
+    fn pooled_send_buffer(&self, msg: &[u8]) -> Option<D::Mr> {
+        let pooled = lock(&self.send_pool).pop();
+        let buf = match pooled {
+            Some(b) => b,
+            None => self
+                .pd
+                .register(
+                    MrBuffer::Mutable(BytesMut::zeroed(self.send_len)),
+                    Access::NONE,
+                )
+                .ok()?,
+        };
+        match buf.write_at(0, msg) {
+            Ok(()) => Some(buf),
+            Err(e) => {
+                tracing::debug!(error = %e, "provider cannot write send buffers in place");
+                self.send_in_place.store(false, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Send buffers whose work requests have completed: back to the pool.
+    fn recycle_send_buffers(&self, bufs: Vec<D::Mr>) {
+        if bufs.is_empty() || self.is_dead() {
+            return;
+        }
+        let mut pool = lock(&self.send_pool);
+        for b in bufs {
+            if pool.len() >= self.send_pool_max {
+                break;
+            }
+            pool.push(b);
+        }
     }
 
     /// A work request whose completion only releases registrations: most
     /// are posted unsignaled, their registrations kept until a later
     /// signaled one completes. The lock spans the post so that deferred
     /// registrations always belong to earlier work requests.
-    fn post_release_only(&self, mut wr: SendWr, mut mrs: Vec<D::Mr>) -> Result<(), VerbsError> {
+    fn post_release_only(
+        &self,
+        mut wr: SendWr,
+        mut mrs: Vec<D::Mr>,
+        mut pooled: Vec<D::Mr>,
+    ) -> Result<(), VerbsError> {
         let mut d = lock(&self.deferred);
         let small = mrs.iter().map(|m| m.len()).sum::<usize>() <= DEFER_MAX_BYTES;
-        if small && d.1 + 1 < SIGNAL_EVERY && !self.is_dead() {
+        if small && d.count + 1 < SIGNAL_EVERY && !self.is_dead() {
             wr.wr_id = 0;
             wr.signaled = false;
             let r = self.qp.post_send(wr);
             // Kept even when the post failed: earlier work requests of the
             // same message (RDMA Writes) may still gather from them.
-            d.0.extend(mrs);
+            d.mrs.extend(mrs);
+            d.pooled.extend(pooled);
             if r.is_ok() {
-                d.1 += 1;
+                d.count += 1;
             }
             return r;
         }
-        mrs.append(&mut d.0);
-        d.1 = 0;
-        match self.post_tracked_inner(wr, mrs, None) {
+        mrs.append(&mut d.mrs);
+        pooled.append(&mut d.pooled);
+        d.count = 0;
+        match self.post_tracked_inner(wr, mrs, pooled, None) {
             Ok(()) => Ok(()),
-            Err((e, mrs)) => {
+            Err((e, mrs, pooled)) => {
                 // The deferred registrations belong to unsignaled work
                 // requests already posted: never drop them here.
-                d.0 = mrs;
+                d.mrs = mrs;
+                d.pooled = pooled;
                 Err(e)
             }
         }
@@ -202,7 +372,7 @@ impl<D: Device> Endpoint<D> {
     /// ends. For sources of RDMA Writes already posted when the rest of
     /// their message could not be (review F5).
     pub fn hold(&self, mrs: impl IntoIterator<Item = D::Mr>) {
-        lock(&self.deferred).0.extend(mrs);
+        lock(&self.deferred).mrs.extend(mrs);
     }
 
     /// Send-queue depth (`max_send_wr`) of this endpoint's QP.
@@ -214,14 +384,18 @@ impl<D: Device> Endpoint<D> {
         &self,
         wr: SendWr,
         mrs: Vec<D::Mr>,
+        pooled: Vec<D::Mr>,
         then: Option<Continuation>,
     ) -> Result<(), VerbsError> {
-        self.post_tracked_inner(wr, mrs, then).map_err(|(e, mrs)| {
-            // Kept until a later completion: earlier work requests of the
-            // same message may refer to them.
-            self.hold(mrs);
-            e
-        })
+        self.post_tracked_inner(wr, mrs, pooled, then)
+            .map_err(|(e, mrs, pooled)| {
+                // Kept until a later completion: earlier work requests of
+                // the same message may refer to them.
+                let mut d = lock(&self.deferred);
+                d.mrs.extend(mrs);
+                d.pooled.extend(pooled);
+                e
+            })
     }
 
     /// Posts; on failure gives the registrations back.
@@ -230,15 +404,16 @@ impl<D: Device> Endpoint<D> {
         &self,
         mut wr: SendWr,
         mrs: Vec<D::Mr>,
+        pooled: Vec<D::Mr>,
         then: Option<Continuation>,
-    ) -> Result<(), (VerbsError, Vec<D::Mr>)> {
-        let track = then.is_some() || !mrs.is_empty();
+    ) -> Result<(), (VerbsError, Vec<D::Mr>, Vec<D::Mr>)> {
+        let track = then.is_some() || !mrs.is_empty() || !pooled.is_empty();
         if track {
             wr.signaled = true;
             if wr.wr_id == 0 {
                 wr.wr_id = self.wr_id();
             }
-            lock(&self.ops).insert(wr.wr_id, Op { then, mrs });
+            lock(&self.ops).insert(wr.wr_id, Op { then, mrs, pooled });
         } else {
             wr.wr_id = 0;
             wr.signaled = false;
@@ -247,15 +422,15 @@ impl<D: Device> Endpoint<D> {
         if let Err(e) = self.qp.post_send(wr) {
             // The caller learns of the failure from the error; the
             // continuation is dropped unrun.
-            let mrs = if track {
+            let (mrs, pooled) = if track {
                 lock(&self.ops)
                     .remove(&id)
-                    .map(|op| op.mrs)
+                    .map(|op| (op.mrs, op.pooled))
                     .unwrap_or_default()
             } else {
-                Vec::new()
+                (Vec::new(), Vec::new())
             };
-            return Err((e, mrs));
+            return Err((e, mrs, pooled));
         }
         Ok(())
     }
@@ -272,6 +447,7 @@ impl<D: Device> Endpoint<D> {
         let op = lock(&self.ops).remove(&wc.wr_id);
         if let Some(op) = op {
             drop(op.mrs);
+            self.recycle_send_buffers(op.pooled);
             if let Some(f) = op.then {
                 f(wc);
             }
@@ -299,8 +475,13 @@ impl<D: Device> Endpoint<D> {
         }
         let recvs: Vec<D::Mr> = lock(&self.recvs).drain().map(|(_, m)| m).collect();
         drop(recvs);
-        let deferred = std::mem::take(&mut lock(&self.deferred).0);
+        let deferred = {
+            let mut d = lock(&self.deferred);
+            (std::mem::take(&mut d.mrs), std::mem::take(&mut d.pooled))
+        };
         drop(deferred);
+        let pool = std::mem::take(&mut *lock(&self.send_pool));
+        drop(pool);
     }
 
     /// True once [`fail_all`](Self::fail_all) ran.

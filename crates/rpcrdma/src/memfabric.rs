@@ -198,6 +198,23 @@ impl rdma_verbs::MemoryRegion for Mr {
         lock(&self.fabric.mrs).remove(&key);
         Ok(b)
     }
+    fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<(), VerbsError> {
+        let st = lock(&self.inner.st);
+        let buf = st.buf.as_ref().ok_or(VerbsError::RegionBusy("no buffer"))?;
+        let r = in_range(offset, dst.len(), buf.len())?;
+        dst.copy_from_slice(&buf.as_slice()[r]);
+        Ok(())
+    }
+    fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), VerbsError> {
+        let mut st = lock(&self.inner.st);
+        let buf = st.buf.as_mut().ok_or(VerbsError::RegionBusy("no buffer"))?;
+        let r = in_range(offset, src.len(), buf.len())?;
+        let b = buf
+            .as_mut_slice()
+            .ok_or(VerbsError::InvalidAccess("immutable buffer"))?;
+        b[r].copy_from_slice(src);
+        Ok(())
+    }
     fn deregister(self) -> Option<MrBuffer> {
         let mut st = lock(&self.inner.st);
         st.valid = false;
@@ -206,6 +223,18 @@ impl rdma_verbs::MemoryRegion for Mr {
         drop(st);
         lock(&self.fabric.mrs).remove(&key);
         b
+    }
+}
+
+/// `offset..offset + len` if it lies within `buf_len` bytes.
+fn in_range(
+    offset: usize,
+    len: usize,
+    buf_len: usize,
+) -> Result<std::ops::Range<usize>, VerbsError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= buf_len => Ok(offset..end),
+        _ => Err(VerbsError::InvalidArgument("range outside the region")),
     }
 }
 
@@ -1028,5 +1057,53 @@ mod tests {
             )
             .unwrap();
         assert_ne!(k1, k2);
+    }
+
+    #[tokio::test]
+    async fn read_and_write_registered_memory_in_place() {
+        let (a, b) = pair().await;
+        let recv =
+            b.pd.register(BytesMut::zeroed(8).into(), Access::LOCAL_WRITE)
+                .unwrap();
+        let key = recv.lkey();
+        let send =
+            a.pd.register(BytesMut::zeroed(4).into(), Access::NONE)
+                .unwrap();
+        send.write_at(1, b"xyz").unwrap();
+        assert!(matches!(
+            send.write_at(2, b"xyz"),
+            Err(VerbsError::InvalidArgument(_))
+        ));
+        for round in 0..2u8 {
+            b.qp.post_recv(RecvWr::new(9, vec![Sge::new(recv.lkey(), 0, 8)]))
+                .unwrap();
+            send.write_at(0, &[round]).unwrap();
+            a.qp.post_send(SendWr::send(1, vec![Sge::new(send.lkey(), 0, 4)]))
+                .unwrap();
+            assert!(a.cq.poll_one().unwrap().is_success());
+            let wc = b.cq.poll_one().unwrap();
+            assert_eq!(wc.byte_len, 4);
+            let mut got = [0u8; 4];
+            recv.read_at(0, &mut got).unwrap();
+            assert_eq!(got, [round, b'x', b'y', b'z']);
+            // Same registration, same key: nothing was re-registered.
+            assert_eq!(recv.lkey(), key);
+        }
+        let mut big = [0u8; 9];
+        assert!(matches!(
+            recv.read_at(0, &mut big),
+            Err(VerbsError::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            recv.read_at(usize::MAX, &mut [0u8; 2]),
+            Err(VerbsError::InvalidArgument(_))
+        ));
+        let frozen =
+            a.pd.register(Bytes::from_static(b"ro").into(), Access::NONE)
+                .unwrap();
+        assert!(matches!(
+            frozen.write_at(0, b"x"),
+            Err(VerbsError::InvalidAccess(_))
+        ));
     }
 }

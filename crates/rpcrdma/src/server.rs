@@ -395,14 +395,9 @@ impl<D: Device> SConn<D> {
     /// A receive completed: admit the call under the credit rule and hand
     /// it to its own task.
     fn on_recv(self: &Arc<Self>, wc: rdma_verbs::WorkCompletion) {
-        let Some(msg) = self.ep.take_recv(&wc) else {
+        let Some(msg) = self.ep.complete_recv(&wc) else {
             return;
         };
-        if !self.ep.is_dead() {
-            if let Err(e) = self.ep.post_recv() {
-                tracing::warn!(error = %e, "re-posting a receive failed");
-            }
-        }
         let admitted = {
             let mut c = lock(&self.credits);
             let r = c.on_call();
@@ -522,27 +517,19 @@ impl<D: Device> SConn<D> {
     /// Sends a header plus inline bytes (error replies).
     fn send_plain(&self, h: &HeaderRepr, body: &[u8], slot: &AtomicBool) {
         let hl = h.buffer_len();
-        let mut b = BytesMut::zeroed(hl);
+        let mut b = BytesMut::with_capacity(hl + body.len());
+        b.resize(hl, 0);
         if h.emit(&mut b).is_err() {
             return;
         }
         b.extend_from_slice(body);
-        let len = b.len() as u32;
-        match self.ep.register_source(b.freeze()) {
-            Ok(mr) => {
-                let sge = Sge::new(mr.lkey(), 0, len);
-                self.release_credit(slot);
-                if let Err(e) = self.ep.post(SendWr::send(0, vec![sge]), vec![mr], None) {
-                    // No reply can go out: close rather than leave the
-                    // Requester's credit held forever.
-                    tracing::debug!(peer = %self.peer, error = %e, "cannot post a reply; closing");
-                    self.ep.qp.disconnect();
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot register a reply; closing");
-                self.ep.qp.disconnect();
-            }
+        self.release_credit(slot);
+        let send = SendOp::Send { solicited: false };
+        if let Err(e) = self.ep.post_send_msg(send, b.freeze(), Vec::new()) {
+            // No reply can go out: close rather than leave the Requester's
+            // credit held forever.
+            tracing::debug!(peer = %self.peer, error = %e, "cannot post a reply; closing");
+            self.ep.qp.disconnect();
         }
     }
 
@@ -887,7 +874,9 @@ impl<D: Device> SConn<D> {
         }
         // The Send, after the Writes in the same send queue.
         let hl = plan.header.buffer_len();
-        let mut b = BytesMut::zeroed(hl);
+        let inline_len = rpcrdma_proto::stream::spans_len(&plan.inline) as usize;
+        let mut b = BytesMut::with_capacity(hl + inline_len);
+        b.resize(hl, 0);
         if let Err(e) = plan.header.emit(&mut b) {
             self.ep.hold(sources.into_values().chain(extra));
             return Err(TransportError::Plan(e.to_string()));
@@ -901,15 +890,6 @@ impl<D: Device> SConn<D> {
                 Span::Zeros(n) => b.resize(b.len() + n as usize, 0),
             }
         }
-        let len = b.len() as u32;
-        let smr = match self.ep.register_source(b.freeze()) {
-            Ok(m) => m,
-            Err(e) => {
-                self.ep.hold(sources.into_values().chain(extra));
-                return Err(e.into());
-            }
-        };
-        let sge = Sge::new(smr.lkey(), 0, len);
         let mut stags: Vec<u32> = list.segments().map(|s| s.segment.handle).collect();
         for c in chunks.write_list.chunks() {
             stags.extend(c.segments().map(|s| s.handle));
@@ -917,9 +897,9 @@ impl<D: Device> SConn<D> {
         if let Some(rc) = chunks.reply_chunk {
             stags.extend(rc.segments().map(|s| s.handle));
         }
-        let mut wr = SendWr::send(0, vec![sge]);
+        let mut op = SendOp::Send { solicited: false };
         if let Some(rkey) = self.neg.send_with_invalidate(&stags) {
-            wr.op = SendOp::SendWithInvalidate {
+            op = SendOp::SendWithInvalidate {
                 invalidate_rkey: rkey,
                 solicited: false,
             };
@@ -927,10 +907,9 @@ impl<D: Device> SConn<D> {
         }
         let mut mrs: Vec<D::Mr> = sources.into_values().collect();
         mrs.extend(extra);
-        mrs.push(smr);
         self.release_credit(slot);
         // On failure the endpoint keeps `mrs` (earlier Writes use them).
-        self.ep.post(wr, mrs, None)?;
+        self.ep.post_send_msg(op, b.freeze(), mrs)?;
         stats.counters.add_reply(plan.kind);
         stats.counters.add_chunk_bytes(read_bytes + written);
         drop(reply);

@@ -354,4 +354,6 @@ pub fn terminate_error(t: &TerminateRepr, remote: bool, what: &str) -> ConnError
 }
 
 #[cfg(test)]
+mod read_ahead_tests;
+#[cfg(test)]
 mod tests;

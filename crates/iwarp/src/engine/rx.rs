@@ -36,6 +36,8 @@ use std::sync::Arc;
 const STAGE_CAP: usize = 256 * 1024;
 /// Staging buffer size when direct placement is off (large reads).
 const STAGE_CAP_COPY: usize = 256 * 1024;
+/// Segments a Read Response is read ahead by (see [`Rx::place_read_ahead`]).
+const READ_AHEAD_SEGMENTS: usize = 3;
 /// A segment payload at least this long counts as "streaming" (see
 /// [`Rx::streaming`]).
 const BIG_PAYLOAD: usize = 4096;
@@ -145,6 +147,8 @@ pub struct Rx {
     rreq_msn: u32,
     recv_cur: Option<CurRecv>,
     rresp_placed: u64,
+    /// Length of the RDMA Read whose response is being received.
+    rresp_len: u64,
     dead: bool,
     fpdus: u64,
     delivered: u32,
@@ -195,6 +199,7 @@ impl Rx {
             rreq_msn: 1,
             recv_cur: None,
             rresp_placed: 0,
+            rresp_len: 0,
             dead: false,
             fpdus: 0,
             delivered: 0,
@@ -506,6 +511,7 @@ impl Rx {
                         .wc(wr_id, WcStatus::LocalProtectionError, WcOpcode::RdmaRead, 0)
                 });
                 let placed = self.rresp_placed;
+                self.rresp_len = len;
                 if stag != sink_stag {
                     self.defer(TerminateCause::DdpTaggedInvalidStag, fail_wc);
                 } else if sink_to.checked_add(placed) != Some(to)
@@ -651,6 +657,9 @@ impl Rx {
         // fixed size beyond it.
         self.start = 0;
         self.end = 0;
+        if let Some(seg) = self.read_ahead_segment() {
+            return self.place_read_ahead(read, seg);
+        }
         let remaining = self.remaining;
         // In a stream of large segments, take only this FPDU's trailer and
         // the next tagged header (ULPDU_Length + 14 bytes) into the stage,
@@ -697,6 +706,229 @@ impl Rx {
                 Ok(1) // progress: the QP is dead now
             }
         }
+    }
+
+    /// The segment size to expect in the rest of the Read Response being
+    /// received, if reading ahead applies: a large, error-free segment of a
+    /// response that does not end with it.
+    fn read_ahead_segment(&self) -> Option<usize> {
+        let more = matches!(
+            self.repr,
+            Some(RdmapRepr::RdmaReadResponse { last: false, .. })
+        );
+        (self.direct
+            && more
+            && self.pending.is_none()
+            && self.payload_len >= BIG_PAYLOAD
+            && matches!(self.target, Target::Sgl(_)))
+        .then_some(self.payload_len)
+    }
+
+    /// Reads the rest of the current segment of a Read Response **and the
+    /// segments that follow it** with one read: each payload straight into
+    /// the sink where the response will put it if the responder keeps its
+    /// segment size (a responder segments to a fixed MULPDU), each trailer
+    /// and next header into the stage.
+    ///
+    /// This is safe only because the sink is ours: the bytes land in the
+    /// part of this RDMA Read's sink that the rest of the response must
+    /// fill (RFC 5040 §4.4: the response writes the whole requested range,
+    /// in order), never in a buffer a peer advertised. Every header is then
+    /// checked as usual, in order, before its payload is accepted (its CRC
+    /// is computed over the bytes where they were placed); if a header is
+    /// not the one guessed, every byte read after it is handed back to the
+    /// stage and processed from there (later segments overwrite the guessed
+    /// area). Nothing is delivered before its CRC is checked.
+    fn place_read_ahead<F>(&mut self, read: &mut F, seg: usize) -> io::Result<usize>
+    where
+        F: FnMut(&mut [IoSliceMut<'_>]) -> io::Result<usize>,
+    {
+        let next_header = 2 + crate::wire::ddp::TAGGED_HEADER_LEN;
+        let tail_of =
+            |len: usize| pad_len(crate::wire::ddp::TAGGED_HEADER_LEN + len) + 4 + next_header;
+        let cur = self.remaining;
+        let Target::Sgl(c) = &self.target else {
+            return Ok(0);
+        };
+        let sgl = c.sgl.clone();
+        // Response offset where the first guessed payload would go.
+        let base = self.rresp_placed + self.payload_len as u64;
+        let rest = self.rresp_len.saturating_sub(base);
+        // tails[0] follows the current payload, tails[i + 1] guessed
+        // payload i; all of it must fit the stage if handed back there.
+        let mut plan: Vec<usize> = Vec::with_capacity(READ_AHEAD_SEGMENTS);
+        let mut tails = vec![pad_len(self.hdr_need - 2 + self.payload_len) + 4 + next_header];
+        let mut ahead = 0u64;
+        let mut staged = tails[0];
+        while plan.len() < READ_AHEAD_SEGMENTS && ahead < rest {
+            let len = (rest - ahead).min(seg as u64) as usize;
+            if staged + len + tail_of(len) > self.stage.len() {
+                break;
+            }
+            plan.push(len);
+            tails.push(tail_of(len));
+            ahead += len as u64;
+            staged += len + tail_of(len);
+        }
+        let crc_on = self.crc_on;
+        let crc = &mut self.crc;
+        let stage = &mut self.stage[..];
+        // The read's length, and how many guessed payloads it covered (those
+        // that fit into the sink's current chunk).
+        let mut total = 0usize;
+        let mut guessed = 0usize;
+        let r = place_into(&self.sh, &mut self.target, cur + ahead as usize, |dst| {
+            let (mine, mut after) = dst.split_at_mut(cur.min(dst.len()));
+            let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(2 + 2 * plan.len());
+            let whole = mine.len() == cur;
+            iov.push(IoSliceMut::new(mine));
+            if whole {
+                let mut stage_rest = &mut stage[..];
+                for (i, &t) in tails.iter().enumerate() {
+                    let (tail, more) = std::mem::take(&mut stage_rest).split_at_mut(t);
+                    stage_rest = more;
+                    iov.push(IoSliceMut::new(tail));
+                    match plan.get(i) {
+                        Some(&len) if len <= after.len() => {
+                            let (p, more) = std::mem::take(&mut after).split_at_mut(len);
+                            after = more;
+                            iov.push(IoSliceMut::new(p));
+                            guessed += 1;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            let k = read(&mut iov)?;
+            drop(iov);
+            total = k;
+            let in_mine = k.min(cur).min(dst.len());
+            if crc_on {
+                crc.update(&dst[..in_mine]);
+            }
+            Ok(in_mine)
+        });
+        let k = match r {
+            Ok(k) => k,
+            Err(PlaceErr::Io(e)) => return Err(e),
+            Err(PlaceErr::Mem(cause, wc)) => {
+                self.fatal(cause, wc, "placement check failed");
+                return Ok(1);
+            }
+        };
+        self.remaining -= k;
+        if self.remaining > 0 {
+            return Ok(total);
+        }
+        self.enter_trailer();
+        if total == k {
+            return Ok(total);
+        }
+        // Walk what was read beyond the current payload, in stream order:
+        // tail 0, guessed payload 0, tail 1, ...
+        let mut left = total - k;
+        let mut tail_at = 0usize;
+        let mut i = 0usize;
+        loop {
+            let t = tails[i];
+            let tk = left.min(t);
+            self.start = tail_at;
+            self.end = tail_at + tk;
+            self.step_staged();
+            left -= tk;
+            tail_at += t;
+            if self.dead || left == 0 || i == guessed {
+                break;
+            }
+            // Guessed payload i: accepted where it lies if the header just
+            // parsed is the one expected.
+            let len = plan[i];
+            let expected = self.st == St::Payload
+                && self.pending.is_none()
+                && self.payload_len == len
+                && self.rresp_placed == base + plan[..i].iter().sum::<usize>() as u64
+                && matches!(self.repr, Some(RdmapRepr::RdmaReadResponse { .. }))
+                && matches!(self.target, Target::Sgl(_));
+            if !expected {
+                let at = base + plan[..i].iter().sum::<usize>() as u64;
+                self.hand_back(&sgl, at, &plan[i..guessed], &tails[i + 1..], tail_at, left);
+                return Ok(total);
+            }
+            let pk = left.min(len);
+            let crc = &mut self.crc;
+            let r = place_into(&self.sh, &mut self.target, pk, |dst| {
+                if crc_on {
+                    crc.update(dst);
+                }
+                Ok(dst.len())
+            });
+            match r {
+                Ok(n) if n == pk => {}
+                Ok(_) | Err(PlaceErr::Io(_)) => {
+                    self.fatal(
+                        TerminateCause::DdpLocalCatastrophic,
+                        None,
+                        "read-ahead sink changed",
+                    );
+                    return Ok(total);
+                }
+                Err(PlaceErr::Mem(cause, wc)) => {
+                    self.fatal(cause, wc, "placement check failed");
+                    return Ok(total);
+                }
+            }
+            self.remaining -= pk;
+            left -= pk;
+            if self.remaining > 0 {
+                break;
+            }
+            self.enter_trailer();
+            i += 1;
+        }
+        self.start = 0;
+        self.end = 0;
+        Ok(total)
+    }
+
+    /// A guessed header did not match: the `left` bytes read after it are
+    /// moved, in stream order, to the start of the stage — guessed payload
+    /// `plan[0]` from the sink at response offset `at`, the tail
+    /// `tails[0]` from the stage at `tail_at`, and so on.
+    fn hand_back(
+        &mut self,
+        sgl: &[Sge],
+        mut at: u64,
+        plan: &[usize],
+        tails: &[usize],
+        mut tail_at: usize,
+        mut left: usize,
+    ) {
+        let mut bytes = Vec::with_capacity(left);
+        for (i, &len) in plan.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            let n = left.min(len);
+            let from = bytes.len();
+            bytes.resize(from + n, 0);
+            if !copy_from_sgl(&self.sh, sgl, at, &mut bytes[from..]) {
+                self.fatal(
+                    TerminateCause::DdpLocalCatastrophic,
+                    None,
+                    "read-ahead sink changed",
+                );
+                return;
+            }
+            at += len as u64;
+            left -= n;
+            let t = left.min(tails[i]);
+            bytes.extend_from_slice(&self.stage[tail_at..tail_at + t]);
+            tail_at += tails[i];
+            left -= t;
+        }
+        self.stage[..bytes.len()].copy_from_slice(&bytes);
+        self.start = 0;
+        self.end = bytes.len();
     }
 
     fn on_trailer(&mut self) {
@@ -995,6 +1227,26 @@ where
         }
         Target::Discard | Target::Small => Ok(0),
     }
+}
+
+/// Copies `out.len()` bytes at byte `pos` of the scatter list `sgl` out of
+/// registered memory (local access, under each region's lock); false if a
+/// region is gone or the range is outside the list.
+fn copy_from_sgl(sh: &QpShared, sgl: &[Sge], pos: u64, out: &mut [u8]) -> bool {
+    let mut target = Target::Sgl(SglCursor::at(sgl.to_vec(), pos));
+    let mut done = 0;
+    while done < out.len() {
+        let want = out.len() - done;
+        let r = place_into(sh, &mut target, want, |src| {
+            out[done..done + src.len()].copy_from_slice(src);
+            Ok(src.len())
+        });
+        match r {
+            Ok(n) if n > 0 => done += n,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Cause for a failed check of an RDMA Write's sink (RFC 5041 §7.2 tagged

@@ -490,11 +490,11 @@ impl<D: Device> Endpoint<D> {
     }
 
     /// Polls the CQ until the connection ends, routing send-queue
-    /// completions and handing receive completions to `on_recv`. Returns
+    /// completions and handing receive completions to `sink`. Returns
     /// when the QP reports a disconnect or error, or `stop` resolves.
-    pub async fn run<F>(&self, mut on_recv: F, stop: impl std::future::Future<Output = ()>)
+    pub async fn run<S>(&self, mut sink: S, stop: impl std::future::Future<Output = ()>)
     where
-        F: FnMut(WorkCompletion),
+        S: RecvSink,
     {
         tokio::pin!(stop);
         let event = self.qp.next_event();
@@ -506,11 +506,12 @@ impl<D: Device> Endpoint<D> {
             let n = self.cq.poll(&mut wcs, 64);
             for wc in wcs.drain(..) {
                 if Self::is_recv(&wc) {
-                    on_recv(wc);
+                    sink.on_recv(wc);
                 } else {
                     self.on_send_wc(wc);
                 }
             }
+            sink.end_of_batch();
             if n > 0 {
                 continue;
             }
@@ -526,6 +527,21 @@ impl<D: Device> Endpoint<D> {
                 _ = &mut stop => { ended = true; }
             }
         }
+    }
+}
+
+/// Where the completion loop ([`Endpoint::run`]) hands receive
+/// completions.
+pub(crate) trait RecvSink {
+    /// A receive completed (successfully or not).
+    fn on_recv(&mut self, wc: WorkCompletion);
+    /// Every completion of one poll of the CQ has been handed on.
+    fn end_of_batch(&mut self) {}
+}
+
+impl<F: FnMut(WorkCompletion)> RecvSink for F {
+    fn on_recv(&mut self, wc: WorkCompletion) {
+        self(wc)
     }
 }
 

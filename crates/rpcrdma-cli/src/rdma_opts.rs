@@ -36,6 +36,12 @@ pub struct RdmaArgs {
     #[arg(long)]
     pub no_remote_invalidate: bool,
 
+    /// RDMA: do not ask for the MPA CRC32c (RFC 5044 §7.1: CRCs are used
+    /// when either end asks, so both ends must give this flag to go
+    /// without). On by default; TCP's own checksum still protects the bytes.
+    #[arg(long)]
+    pub no_mpa_crc: bool,
+
     /// RDMA: write this process's iWARP traffic (MPA, DDP, RDMAP with
     /// synthesized Ethernet/IP/TCP headers) to a pcap file, for Wireshark
     /// or tshark.
@@ -50,6 +56,7 @@ impl Default for RdmaArgs {
             credits: 128,
             max_segments: 32,
             no_remote_invalidate: false,
+            no_mpa_crc: false,
             capture: None,
         }
     }
@@ -87,9 +94,14 @@ impl RdmaArgs {
             ),
             None => None,
         };
+        let defaults = iwarp::Config::default();
         Ok(iwarp::Device::new(iwarp::Config {
             capture,
-            ..iwarp::Config::default()
+            mpa: iwarp::MpaConfig {
+                crc: !self.no_mpa_crc,
+                ..defaults.mpa
+            },
+            ..defaults
         }))
     }
 }

@@ -259,3 +259,36 @@ fn capture_writes_a_pcap_of_the_iwarp_traffic() {
     );
     assert!(pcap.len() > 100_000, "{} bytes", pcap.len());
 }
+
+/// The MPA flags byte (M C R ...) after the frame key in a capture.
+fn mpa_flags(pcap: &[u8], key: &[u8; 16]) -> u8 {
+    let at = pcap
+        .windows(16)
+        .position(|w| w == key)
+        .unwrap_or_else(|| panic!("no {:?} in the capture", String::from_utf8_lossy(key)));
+    pcap[at + 16]
+}
+
+/// `--no-mpa-crc` on both ends turns the MPA CRC off (C bit clear in the
+/// MPA Request and Reply); if only the server gives it, the client's
+/// request wins (RFC 5044 §7.1: CRCs are used when either end asks).
+#[test]
+fn mpa_crc_can_be_turned_off_by_both_ends() {
+    const C: u8 = 0x40;
+    let server = Server::start_rdma(&["--no-mpa-crc"]);
+    let dir = tempfile::tempdir().unwrap();
+    for (client_off, crc) in [(true, false), (false, true)] {
+        let path = dir.path().join(format!("crc-{crc}.pcap"));
+        let path_str = path.to_str().unwrap();
+        let mut args = vec!["--capture", path_str, "put", "200k"];
+        if client_off {
+            args.insert(0, "--no-mpa-crc");
+        }
+        let out = call_ok(&server.rdma_url(), &args);
+        assert!(out.contains("verified OK"), "{out}");
+        let pcap = std::fs::read(&path).unwrap();
+        assert_eq!(mpa_flags(&pcap, b"MPA ID Req Frame") & C != 0, !client_off);
+        assert_eq!(mpa_flags(&pcap, b"MPA ID Rep Frame") & C != 0, crc);
+    }
+    assert_eq!(server.stop("TERM").code(), Some(0));
+}

@@ -17,6 +17,7 @@
 //!   Unsignaled work requests carry neither; the send queue completes in
 //!   order, so a later signaled request covers them.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -83,6 +84,8 @@ pub(crate) struct Endpoint<D: Device> {
     send_len: usize,
     /// Most send buffers kept in the pool.
     send_pool_max: usize,
+    /// Sends collected by [`Self::batch_sends`].
+    batch: Mutex<Vec<ReadySend<D::Mr>>>,
 }
 
 /// Release-only Sends are signaled once in this many (selective
@@ -134,6 +137,7 @@ impl<D: Device> Endpoint<D> {
             send_pool: Mutex::new(Vec::new()),
             send_len: config.send_buffer_len(),
             send_pool_max: (recvs as usize + 2 * SIGNAL_EVERY as usize).min(MAX_SEND_POOL),
+            batch: Mutex::new(Vec::new()),
         };
         for _ in 0..recvs {
             ep.post_recv()?;
@@ -266,15 +270,37 @@ impl<D: Device> Endpoint<D> {
     /// completes. A message that fits a pooled send buffer is copied into
     /// one (registered once, reused once the Send has completed); a larger
     /// one is registered on its own.
+    ///
+    /// Inside [`batch_sends`](Self::batch_sends) on this thread the Send is
+    /// only queued, and posted with the others of the batch when it ends.
     pub fn post_send_msg(&self, op: SendOp, msg: Bytes, mrs: Vec<D::Mr>) -> Result<(), VerbsError> {
+        let ready = self.ready_send(op, msg, mrs)?;
+        if BATCH_OWNER.with(Cell::get) == self.batch_key() {
+            lock(&self.batch).push(ready);
+            return Ok(());
+        }
+        self.post_with(ready.wr, ready.mrs, ready.pooled, None)
+    }
+
+    /// The Send work request for `msg`, its bytes in a pooled send buffer
+    /// or a registration of their own.
+    fn ready_send(
+        &self,
+        op: SendOp,
+        msg: Bytes,
+        mut mrs: Vec<D::Mr>,
+    ) -> Result<ReadySend<D::Mr>, VerbsError> {
         let len = msg.len() as u32;
         if msg.len() <= self.send_len && self.send_in_place.load(Ordering::Relaxed) {
             if let Some(buf) = self.pooled_send_buffer(&msg) {
                 let wr = SendWr::new(0, op, vec![Sge::new(buf.lkey(), 0, len)]);
-                return self.post_with(wr, mrs, vec![buf], None);
+                return Ok(ReadySend {
+                    wr,
+                    mrs,
+                    pooled: vec![buf],
+                });
             }
         }
-        let mut mrs = mrs;
         let smr = match self.register_source(msg) {
             Ok(m) => m,
             Err(e) => {
@@ -285,7 +311,104 @@ impl<D: Device> Endpoint<D> {
         };
         let sge = Sge::new(smr.lkey(), 0, len);
         mrs.push(smr);
-        self.post_with(SendWr::new(0, op, vec![sge]), mrs, Vec::new(), None)
+        Ok(ReadySend {
+            wr: SendWr::new(0, op, vec![sge]),
+            mrs,
+            pooled: Vec::new(),
+        })
+    }
+
+    /// This endpoint's identity for [`BATCH_OWNER`].
+    fn batch_key(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Runs `f` (synchronous, on this thread) with the Sends it posts
+    /// through [`post_send_msg`](Self::post_send_msg) collected, then posts
+    /// them all with one [`QueuePair::post_send_batch`] (one doorbell: the
+    /// provider may transmit them together), in the order they were
+    /// posted. Work requests of other kinds (RDMA Writes before a Send) are
+    /// posted at once, so each Send still follows them in the send queue.
+    /// A batch that cannot be posted closes the connection (the callers
+    /// were already told the Sends were posted).
+    pub fn batch_sends<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                BATCH_OWNER.with(|b| b.set(self.0));
+            }
+        }
+        let r = {
+            let _restore = Restore(BATCH_OWNER.with(|b| b.replace(self.batch_key())));
+            f()
+        };
+        self.flush_batch();
+        r
+    }
+
+    /// Posts the Sends collected by [`batch_sends`](Self::batch_sends),
+    /// with the same selective signaling as [`post`](Self::post).
+    fn flush_batch(&self) {
+        let items = std::mem::take(&mut *lock(&self.batch));
+        if items.len() <= 1 {
+            for r in items {
+                if let Err(e) = self.post_with(r.wr, r.mrs, r.pooled, None) {
+                    tracing::debug!(error = %e, "cannot post a Send; closing");
+                    self.qp.disconnect();
+                }
+            }
+            return;
+        }
+        // The deferred lock spans the post, as in `post_release_only`.
+        let mut d = lock(&self.deferred);
+        let mut wrs = Vec::with_capacity(items.len());
+        for ReadySend {
+            mut wr,
+            mut mrs,
+            mut pooled,
+        } in items
+        {
+            let small = mrs.iter().map(|m| m.len()).sum::<usize>() <= DEFER_MAX_BYTES;
+            if small && d.count + 1 < SIGNAL_EVERY && !self.is_dead() {
+                wr.wr_id = 0;
+                wr.signaled = false;
+                d.mrs.extend(mrs);
+                d.pooled.extend(pooled);
+                d.count += 1;
+            } else {
+                mrs.append(&mut d.mrs);
+                pooled.append(&mut d.pooled);
+                d.count = 0;
+                wr.signaled = true;
+                wr.wr_id = self.wr_id();
+                lock(&self.ops).insert(
+                    wr.wr_id,
+                    Op {
+                        then: None,
+                        mrs,
+                        pooled,
+                    },
+                );
+            }
+            wrs.push(wr);
+        }
+        let ids: Vec<u64> = wrs.iter().map(|w| w.wr_id).collect();
+        if let Err(e) = self.qp.post_send_batch(wrs) {
+            // Those not posted will never complete: their registrations
+            // (and the deferred ones a signaled one took over) are kept
+            // until the connection ends.
+            let mut ops = lock(&self.ops);
+            for id in ids.iter().skip(e.posted).filter(|&&id| id != 0) {
+                if let Some(op) = ops.remove(id) {
+                    d.mrs.extend(op.mrs);
+                    d.pooled.extend(op.pooled);
+                }
+            }
+            drop(ops);
+            drop(d);
+            tracing::debug!(error = %e, "cannot post a batch of Sends; closing");
+            self.qp.disconnect();
+        }
     }
 
     /// A registered send buffer holding `msg` (from the pool, or newly
@@ -543,6 +666,19 @@ impl<F: FnMut(WorkCompletion)> RecvSink for F {
     fn on_recv(&mut self, wc: WorkCompletion) {
         self(wc)
     }
+}
+
+/// A Send ready to post, with what its completion releases.
+struct ReadySend<M> {
+    wr: SendWr,
+    mrs: Vec<M>,
+    pooled: Vec<M>,
+}
+
+thread_local! {
+    /// The endpoint (its address) whose [`Endpoint::batch_sends`] is
+    /// running on this thread; 0 for none.
+    static BATCH_OWNER: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Error for a failed work completion.

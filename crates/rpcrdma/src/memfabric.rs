@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
@@ -56,6 +56,13 @@ struct FabricInner {
     /// Fault injection: 0 = off; otherwise the RDMA Write post that brings
     /// it down to 0 is refused (see [`Fabric::refuse_rdma_write_after`]).
     refuse_write_in: AtomicU32,
+    /// The same for Sends (see [`Fabric::refuse_send_after`]).
+    refuse_send_in: AtomicU32,
+    /// Registrations made with `ProtectionDomain::register`.
+    registrations: AtomicU64,
+    /// `MemoryRegion::read_at`/`write_at` refused, as by a provider without
+    /// them (see [`Fabric::refuse_in_place_access`]).
+    no_in_place: AtomicBool,
 }
 
 impl FabricInner {
@@ -87,6 +94,32 @@ impl Fabric {
         self.inner
             .refuse_write_in
             .store(n.saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// Fault injection for tests, as [`refuse_rdma_write_after`]
+    /// (Self::refuse_rdma_write_after) for Sends (and Sends with
+    /// Invalidate): after `n` more Send posts succeed, the next one is
+    /// refused with [`VerbsError::QueueFull`]. Refuses one post, then none.
+    pub fn refuse_send_after(&self, n: u32) {
+        self.inner
+            .refuse_send_in
+            .store(n.saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// Makes [`MemoryRegion::read_at`](rdma_verbs::MemoryRegion::read_at)
+    /// and [`write_at`](rdma_verbs::MemoryRegion::write_at) fail as the
+    /// trait's default implementations do (tests of a consumer's fallback
+    /// for providers without them).
+    pub fn refuse_in_place_access(&self) {
+        self.inner.no_in_place.store(true, Ordering::Relaxed);
+    }
+
+    /// Registrations made so far with
+    /// [`ProtectionDomain::register`](rdma_verbs::ProtectionDomain::register)
+    /// on this fabric (fast registrations not counted): diagnostics, and
+    /// tests that a transport does not register memory per message.
+    pub fn registrations(&self) -> u64 {
+        self.inner.registrations.load(Ordering::Relaxed)
     }
 
     /// Fails every connected queue pair of the fabric at once (a fault
@@ -136,6 +169,7 @@ impl rdma_verbs::ProtectionDomain for Pd {
         if let Err(error) = buffer.check_registration(access) {
             return Err(RegisterError { error, buffer });
         }
+        self.fabric.registrations.fetch_add(1, Ordering::Relaxed);
         let key = self.fabric.fresh_key();
         let inner = Arc::new(MrInner {
             pd: self.id,
@@ -199,6 +233,9 @@ impl rdma_verbs::MemoryRegion for Mr {
         Ok(b)
     }
     fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<(), VerbsError> {
+        if self.fabric.no_in_place.load(Ordering::Relaxed) {
+            return Err(VerbsError::InvalidState("in-place access refused"));
+        }
         let st = lock(&self.inner.st);
         let buf = st.buf.as_ref().ok_or(VerbsError::RegionBusy("no buffer"))?;
         let r = in_range(offset, dst.len(), buf.len())?;
@@ -206,6 +243,9 @@ impl rdma_verbs::MemoryRegion for Mr {
         Ok(())
     }
     fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), VerbsError> {
+        if self.fabric.no_in_place.load(Ordering::Relaxed) {
+            return Err(VerbsError::InvalidState("in-place access refused"));
+        }
         let mut st = lock(&self.inner.st);
         let buf = st.buf.as_mut().ok_or(VerbsError::RegionBusy("no buffer"))?;
         let r = in_range(offset, src.len(), buf.len())?;
@@ -582,6 +622,15 @@ impl rdma_verbs::QueuePair for Qp {
             let before =
                 q.fabric
                     .refuse_write_in
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            if before == Ok(1) {
+                return Err(VerbsError::QueueFull("send queue (injected)"));
+            }
+        }
+        if let SendOp::Send { .. } | SendOp::SendWithInvalidate { .. } = wr.op {
+            let before =
+                q.fabric
+                    .refuse_send_in
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
             if before == Ok(1) {
                 return Err(VerbsError::QueueFull("send queue (injected)"));

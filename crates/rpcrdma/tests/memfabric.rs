@@ -200,3 +200,122 @@ async fn failed_post_in_the_middle_of_a_reply_gets_err_chunk_and_the_connection_
     );
     srv.shutdown().await;
 }
+
+/// Receive buffers are posted again as they are and Sends go through
+/// pooled send buffers: a stream of calls registers no memory per message.
+#[tokio::test]
+async fn calls_do_not_register_memory_per_message() {
+    let dev = Fabric::new();
+    let srv = common::server(dev.clone(), RdmaConfig::default()).await;
+    let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let t = common::typed(&c);
+    for _ in 0..5 {
+        t.null().await.unwrap();
+    }
+    let before = dev.registrations();
+    for _ in 0..200 {
+        t.null().await.unwrap();
+    }
+    // Registering per message would take 4 per call (a Send buffer and a
+    // receive buffer on each side): 800 here. Only the send-buffer pools
+    // grow, to the Sends in flight between two signaled ones (16).
+    let made = dev.registrations() - before;
+    assert!(made <= 2 * 17, "{made} registrations for 200 calls");
+    let calls: Vec<_> = (0..64).map(|_| t.null()).collect();
+    for r in futures_join_all(calls).await {
+        r.unwrap();
+    }
+    // 64 calls at once: a send buffer per call and per reply in flight.
+    let made = dev.registrations() - before;
+    assert!(made <= 2 * (64 + 17), "{made} registrations for 264 calls");
+    srv.shutdown().await;
+}
+
+/// A provider that cannot read or write registered memory in place: the
+/// transport registers each message instead, and calls still work.
+#[tokio::test]
+async fn calls_work_without_in_place_access() {
+    let dev = Fabric::new();
+    dev.refuse_in_place_access();
+    let srv = common::server(dev.clone(), RdmaConfig::default()).await;
+    let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let t = common::typed(&c);
+    let before = dev.registrations();
+    for _ in 0..20 {
+        t.null().await.unwrap();
+    }
+    t.echo(Bytes::from_static(b"hello")).await.unwrap();
+    let calls: Vec<_> = (0..32).map(|_| t.null()).collect();
+    for r in futures_join_all(calls).await {
+        r.unwrap();
+    }
+    assert!(dev.registrations() - before >= 4 * 20);
+    srv.shutdown().await;
+}
+
+/// The responder posts the replies of calls that arrived together as one
+/// batch; when the batch cannot be posted the connection is closed, and the
+/// requester retransmits the unanswered call on a new one: every call
+/// completes, once.
+#[tokio::test]
+async fn a_reply_batch_that_cannot_be_posted_closes_the_connection() {
+    let dev = Fabric::new();
+    let srv = common::server(dev.clone(), RdmaConfig::default()).await;
+    let c = common::client(dev.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let t = common::typed(&c);
+    t.null().await.unwrap();
+    // Send posts from here: the two calls, then the two replies (one
+    // batch: both calls were received in one poll of the server's CQ);
+    // the second reply is refused.
+    dev.refuse_send_after(3);
+    let (a, b) = tokio::join!(
+        t.echo(Bytes::from_static(b"a")),
+        t.echo(Bytes::from_static(b"b"))
+    );
+    assert_eq!(&a.unwrap()[..], b"a");
+    assert_eq!(&b.unwrap()[..], b"b");
+    assert!(
+        c.stats()
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    assert!(
+        c.stats()
+            .retransmits
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    assert_eq!(
+        srv.stats()
+            .connections_closed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    t.null().await.unwrap();
+    srv.shutdown().await;
+}
+
+/// Awaits all futures (polled together, in one task).
+async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> {
+    let mut fs: Vec<_> = fs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = fs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (f, o) in fs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("ready")).collect()
+}

@@ -100,6 +100,16 @@ fn reg_bytes(pd: &iwarp::Pd, data: Vec<u8>, access: Access) -> iwarp::Mr {
     pd.register(Bytes::from(data).into(), access).unwrap()
 }
 
+/// Two unconnected ends; what `a` writes is counted by the capture.
+fn counted_pair() -> (iwarp::capture::Capture, End, End) {
+    let cap = iwarp::capture::Capture::new(std::io::sink()).unwrap();
+    let a = end(Config {
+        capture: Some(cap.clone()),
+        ..Config::default()
+    });
+    (cap, a, end(Config::default()))
+}
+
 /// SGL of `parts` entries over one region covering `len` bytes.
 fn split_sgl(lkey: u32, len: usize, parts: usize) -> Vec<Sge> {
     let mut v = Vec::new();
@@ -869,12 +879,7 @@ async fn hostile_peers_do_not_block_the_listener() {
 /// intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn burst_of_small_sends_is_coalesced() {
-    let cap = iwarp::capture::Capture::new(std::io::sink()).unwrap();
-    let a = end(Config {
-        capture: Some(cap.clone()),
-        ..Config::default()
-    });
-    let b = end(Config::default());
+    let (cap, a, b) = counted_pair();
     const N: usize = 64;
     const BURSTS: usize = 5;
     let rbuf = reg_mut(&b.pd, 64 * (N * BURSTS + 1), Access::LOCAL_WRITE);
@@ -1077,12 +1082,7 @@ async fn registered_memory_is_read_and_written_in_place() {
 /// order; a bad WR stops the batch there, with the earlier ones posted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_of_sends_goes_out_in_one_write() {
-    let cap = iwarp::capture::Capture::new(std::io::sink()).unwrap();
-    let a = end(Config {
-        capture: Some(cap.clone()),
-        ..Config::default()
-    });
-    let b = end(Config::default());
+    let (cap, a, b) = counted_pair();
     const N: usize = 32;
     let rbuf = reg_mut(&b.pd, 64 * (2 * N + 1), Access::LOCAL_WRITE);
     b.qp.post_recv_batch(

@@ -7,7 +7,7 @@
 
 use super::rx::{Rx, RxStatus};
 use super::tx::Tx;
-use super::{Limits, QpShared, SqItem};
+use super::SqItem;
 use crate::cq::Cq;
 use crate::crc;
 use crate::mem::{Region, StagTable};
@@ -34,21 +34,7 @@ struct Requester {
 fn requester(direct: bool, len: usize, parts: usize) -> Requester {
     let table = Arc::new(StagTable::default());
     let cq = Cq::new(1 << 16);
-    let limits = Limits {
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        max_send_sge: 16,
-        max_recv_sge: 16,
-    };
-    let sh = Arc::new(QpShared::new(
-        1,
-        7,
-        table.clone(),
-        cq.clone(),
-        cq.clone(),
-        limits,
-    ));
-    sh.establish(4, 4, true, None, None);
+    let sh = super::tests::established(&table, &cq, 4, 4, true);
     let mut sinks = Vec::new();
     let mut sgl = Vec::new();
     for i in 0..parts {

@@ -27,9 +27,15 @@ struct Side {
     pd: u32,
 }
 
-fn side(crc: bool, mulpdu: usize, ord: u32, ird: u32, gate: bool) -> Side {
-    let table = Arc::new(StagTable::default());
-    let cq = Cq::new(1 << 16);
+/// An established QP's shared state over `table`, in PD 7, both queues
+/// completing to `cq`.
+pub(super) fn established(
+    table: &Arc<StagTable>,
+    cq: &Cq,
+    ord: u32,
+    ird: u32,
+    gate: bool,
+) -> Arc<QpShared> {
     let limits = Limits {
         max_send_wr: 1024,
         max_recv_wr: 1024,
@@ -45,6 +51,13 @@ fn side(crc: bool, mulpdu: usize, ord: u32, ird: u32, gate: bool) -> Side {
         limits,
     ));
     sh.establish(ord, ird, gate, None, None);
+    sh
+}
+
+fn side(crc: bool, mulpdu: usize, ord: u32, ird: u32, gate: bool) -> Side {
+    let table = Arc::new(StagTable::default());
+    let cq = Cq::new(1 << 16);
+    let sh = established(&table, &cq, ord, ird, gate);
     Side {
         rx: Rx::new(sh.clone(), crc),
         tx: Tx::new(sh.clone(), crc, mulpdu, None),
@@ -1013,6 +1026,35 @@ fn large_messages_stream_through_direct_placement() {
 /// nearly every payload byte is read straight into the registered buffer:
 /// a direct read takes only the trailer and the next header into the
 /// staging buffer, not the next FPDUs (which would cost a copy each).
+/// One `recv` of the bytes in `bytes[..arrived]` from `*pos` on, as a
+/// socket that has that much; bytes read into the stage (a single slice,
+/// or the second of two) are added to `staged`.
+fn recv_counting_stage(
+    rx: &mut Rx,
+    bytes: &[u8],
+    arrived: usize,
+    pos: &mut usize,
+    staged: &mut usize,
+) -> RxStatus {
+    rx.recv(|bufs| {
+        if *pos == arrived {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let (k, mut total) = (bufs.len(), 0);
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            let m = buf.len().min(arrived - *pos);
+            buf[..m].copy_from_slice(&bytes[*pos..*pos + m]);
+            *pos += m;
+            total += m;
+            if k == 1 || i == 1 {
+                *staged += m;
+            }
+        }
+        Ok(total)
+    })
+    .unwrap()
+}
+
 #[test]
 fn large_fpdu_stream_is_not_staged() {
     let (mut a, mut b) = pair(true, 65_535);
@@ -1032,25 +1074,7 @@ fn large_fpdu_stream_is_not_staged() {
     let (mut pos, mut staged) = (0, 0);
     let mut st = RxStatus::Budget;
     while st == RxStatus::Budget {
-        st =
-            b.rx.recv(|bufs| {
-                if pos == bytes.len() {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                let (k, mut total) = (bufs.len(), 0);
-                for (i, buf) in bufs.iter_mut().enumerate() {
-                    let m = buf.len().min(bytes.len() - pos);
-                    buf[..m].copy_from_slice(&bytes[pos..pos + m]);
-                    pos += m;
-                    total += m;
-                    // A single slice, or the second of two, is the stage.
-                    if k == 1 || i == 1 {
-                        staged += m;
-                    }
-                }
-                Ok(total)
-            })
-            .unwrap();
+        st = recv_counting_stage(&mut b.rx, &bytes, bytes.len(), &mut pos, &mut staged);
     }
     assert_eq!(st, RxStatus::WouldBlock);
     assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
@@ -1112,24 +1136,7 @@ fn large_fpdu_stream_cut_anywhere_is_not_staged() {
         } else {
             (arrived + 1 + (r >> 8) as usize % (96 * 1024)).min(bytes.len())
         };
-        let st =
-            b.rx.recv(|bufs| {
-                if pos == arrived {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                let (k, mut total) = (bufs.len(), 0);
-                for (i, buf) in bufs.iter_mut().enumerate() {
-                    let m = buf.len().min(arrived - pos);
-                    buf[..m].copy_from_slice(&bytes[pos..pos + m]);
-                    pos += m;
-                    total += m;
-                    if k == 1 || i == 1 {
-                        staged += m;
-                    }
-                }
-                Ok(total)
-            })
-            .unwrap();
+        let st = recv_counting_stage(&mut b.rx, &bytes, arrived, &mut pos, &mut staged);
         assert_eq!(st, RxStatus::WouldBlock);
     }
     assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);

@@ -100,6 +100,18 @@ fn reg_bytes(pd: &iwarp::Pd, data: Vec<u8>, access: Access) -> iwarp::Mr {
     pd.register(Bytes::from(data).into(), access).unwrap()
 }
 
+/// Two connected ends (ORD/IRD 1), `b` with one receive of `len` bytes
+/// posted (as `wr_id`) in the region returned.
+async fn connected_with_receive(len: usize, wr_id: u64) -> (End, End, iwarp::Mr) {
+    let a = end(Config::default());
+    let b = end(Config::default());
+    let r = reg_mut(&b.pd, len, Access::LOCAL_WRITE);
+    b.qp.post_recv(RecvWr::new(wr_id, vec![Sge::new(r.lkey(), 0, len as u32)]))
+        .unwrap();
+    connect(&a, &b, 1).await;
+    (a, b, r)
+}
+
 /// Two unconnected ends; what `a` writes is counted by the capture.
 fn counted_pair() -> (iwarp::capture::Capture, End, End) {
     let cap = iwarp::capture::Capture::new(std::io::sink()).unwrap();
@@ -553,12 +565,7 @@ async fn reject_with_private_data() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_flushes_and_notifies_peer() {
-    let a = end(Config::default());
-    let b = end(Config::default());
-    let r = reg_mut(&b.pd, 8, Access::LOCAL_WRITE);
-    b.qp.post_recv(RecvWr::new(9, vec![Sge::new(r.lkey(), 0, 8)]))
-        .unwrap();
-    connect(&a, &b, 1).await;
+    let (a, b, _r) = connected_with_receive(8, 9).await;
     a.qp.disconnect();
     assert_eq!(event(&a.qp).await, CmEvent::Disconnected);
     assert_eq!(event(&b.qp).await, CmEvent::Disconnected);
@@ -1026,12 +1033,7 @@ async fn write_and_read_with_staged_copy_placement() {
 /// without re-registration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registered_memory_is_read_and_written_in_place() {
-    let a = end(Config::default());
-    let b = end(Config::default());
-    let rbuf = reg_mut(&b.pd, 64, Access::LOCAL_WRITE);
-    b.qp.post_recv(RecvWr::new(1, vec![Sge::new(rbuf.lkey(), 0, 64)]))
-        .unwrap();
-    connect(&a, &b, 1).await;
+    let (a, b, rbuf) = connected_with_receive(64, 1).await;
     // A send buffer registered once and filled in place before each post.
     let sbuf = reg_mut(&a.pd, 64, Access::NONE);
     for round in 0..3u8 {

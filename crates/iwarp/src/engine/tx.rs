@@ -89,6 +89,10 @@ pub struct Tx {
     rtr: Option<Rtr>,
 }
 
+/// Payload pieces up to this size are copied into the FPDU's own buffer
+/// rather than sent as a separate slice of the source.
+const COPY_MAX: usize = 512;
+
 /// Smallest MULPDU the engine accepts (room for a Terminate with all parts).
 pub const MIN_MULPDU: usize = 128;
 
@@ -502,16 +506,22 @@ impl Tx {
             if self.crc {
                 c.update(&self.arena[pre_start..]);
             }
-            out.push(self.arena.split().freeze());
             let mut left = len;
             while left > 0 {
                 let p = &m.pieces[m.piece];
                 let n = (p.len() - m.piece_off).min(left);
-                let s = p.slice(m.piece_off..m.piece_off + n);
+                let s = &p[m.piece_off..m.piece_off + n];
                 if self.crc {
-                    c.update(&s);
+                    c.update(s);
                 }
-                out.push(s);
+                if n <= COPY_MAX {
+                    // Small: copied next to its header (one iovec, no
+                    // reference count per piece).
+                    self.arena.put_slice(s);
+                } else {
+                    out.push(self.arena.split().freeze());
+                    out.push(p.slice(m.piece_off..m.piece_off + n));
+                }
                 left -= n;
                 m.piece_off += n;
                 if m.piece_off == p.len() {

@@ -9,7 +9,10 @@
 //! follows; in a stream of large segments only the trailer and the next
 //! tagged header, so that the next payload is read directly too). So
 //! payload is copied by user space at most once, and there is never a read
-//! per small FPDU while data is already waiting.
+//! per small FPDU while data is already waiting. A read that ends between
+//! two large segments takes only the next header, so the next payload is
+//! read straight into memory too. The segments of an RDMA Read Response are
+//! read ahead, several per read, into the Read's own sink (`place_read_ahead`).
 //! Each chunk is placed under the region's lock after re-checking the STag
 //! (validity, key, PD, rights, bounds), so an invalidation takes effect
 //! atomically with respect to placement. The CRC is computed over the bytes

@@ -276,7 +276,14 @@ impl<D: Device> Endpoint<D> {
     pub fn post_send_msg(&self, op: SendOp, msg: Bytes, mrs: Vec<D::Mr>) -> Result<(), VerbsError> {
         let ready = self.ready_send(op, msg, mrs)?;
         if BATCH_OWNER.with(Cell::get) == self.batch_key() {
-            lock(&self.batch).push(ready);
+            let full = {
+                let mut b = lock(&self.batch);
+                b.push(ready);
+                b.len() >= SEND_BATCH_MAX
+            };
+            if full {
+                self.flush_batch();
+            }
             return Ok(());
         }
         self.post_with(ready.wr, ready.mrs, ready.pooled, None)
@@ -324,10 +331,10 @@ impl<D: Device> Endpoint<D> {
     }
 
     /// Runs `f` (synchronous, on this thread) with the Sends it posts
-    /// through [`post_send_msg`](Self::post_send_msg) collected, then posts
-    /// them all with one [`QueuePair::post_send_batch`] (one doorbell: the
-    /// provider may transmit them together), in the order they were
-    /// posted. Work requests of other kinds (RDMA Writes before a Send) are
+    /// through [`post_send_msg`](Self::post_send_msg) collected and posted
+    /// [`SEND_BATCH_MAX`] at a time, the rest when `f` returns, each group
+    /// with one [`QueuePair::post_send_batch`] (one doorbell: the provider
+    /// may transmit them together), in the order they were posted. Work requests of other kinds (RDMA Writes before a Send) are
     /// posted at once, so each Send still follows them in the send queue.
     /// A batch that cannot be posted closes the connection (the callers
     /// were already told the Sends were posted).
@@ -667,6 +674,12 @@ impl<F: FnMut(WorkCompletion)> RecvSink for F {
         self(wc)
     }
 }
+
+/// Most Sends posted as one batch by [`Endpoint::batch_sends`]: a burst of
+/// replies leaves in several writes, the first after a few calls rather
+/// than after all of them, so the peer can start on those while the rest
+/// are processed.
+const SEND_BATCH_MAX: usize = 8;
 
 /// A Send ready to post, with what its completion releases.
 struct ReadySend<M> {

@@ -287,7 +287,15 @@ impl Qp {
 
     fn kick(&self) {
         match self.owner.tx.get() {
-            Some(p) => p.kick(),
+            Some(p) => p.kick(false),
+            None => self.owner.sh.tx_wake.notify_one(),
+        }
+    }
+
+    /// After a batch post: transmitted at once (the batch is the burst).
+    fn kick_batch(&self) {
+        match self.owner.tx.get() {
+            Some(p) => p.kick(true),
             None => self.owner.sh.tx_wake.notify_one(),
         }
     }
@@ -371,7 +379,7 @@ impl rdma_verbs::QueuePair for Qp {
         }
         drop(g);
         if posted > 0 {
-            self.kick();
+            self.kick_batch();
         }
         match failed {
             Some(error) => Err(PostBatchError { posted, error }),
@@ -1091,21 +1099,24 @@ impl TxPath {
 
     /// Inline transmit from a poster's thread (never blocks), unless the
     /// writer task owns the socket or a burst of posts is being collected.
-    fn kick(&self) {
+    /// A `batch` (posted with one call) is written at once: it is a burst
+    /// already, and everything queued before it goes out with it, in order.
+    fn kick(&self, batch: bool) {
         let now = Instant::now();
         let Ok(mut st) = self.state.try_lock() else {
             self.sh.tx_wake.notify_one();
             return;
         };
-        let burst = st
-            .last_post
-            .is_some_and(|t| now.saturating_duration_since(t) < BURST_GAP)
-            || self.rx_batch.load(Ordering::Relaxed);
+        let burst = !batch
+            && (st
+                .last_post
+                .is_some_and(|t| now.saturating_duration_since(t) < BURST_GAP)
+                || self.rx_batch.load(Ordering::Relaxed));
         st.last_post = Some(now);
         if burst {
             st.coalescing = true;
         }
-        if st.writer_active || st.coalescing {
+        if st.writer_active || (st.coalescing && !batch) {
             drop(st);
             self.sh.tx_wake.notify_one();
             return;

@@ -42,6 +42,11 @@ pub struct Config {
     /// never reads into registered memory directly (always staged + one
     /// copy).
     pub direct_placement: bool,
+    /// Read RDMA Read Responses ahead, several segments per `recvmsg`
+    /// straight into the Read's sink (with direct placement only). Off by
+    /// default: fewer system calls, but slower on the loopback test machine
+    /// (see `engine::rx::Rx::set_read_ahead`).
+    pub read_ahead: bool,
     /// Write this device's own traffic (MPA exchange and FPDUs, both
     /// directions, with synthesized Ethernet/IP/TCP headers) to a pcap file.
     pub capture: Option<Capture>,
@@ -55,6 +60,7 @@ impl Default for Config {
             max_rd_atomic: 64,
             mulpdu: None,
             direct_placement: true,
+            read_ahead: false,
             capture: None,
         }
     }
@@ -994,7 +1000,8 @@ fn spawn_driver(
     let m = cfg.mulpdu.unwrap_or_else(|| mulpdu(emss(&stream), false));
     let stream = Arc::new(stream);
     let sh = qp.sh().clone();
-    let rx = Rx::with_placement(sh.clone(), neg.crc, cfg.direct_placement);
+    let mut rx = Rx::with_placement(sh.clone(), neg.crc, cfg.direct_placement);
+    rx.set_read_ahead(cfg.read_ahead);
     let path = Arc::new(TxPath {
         stream: stream.clone(),
         sh: sh.clone(),

@@ -1028,6 +1028,21 @@ async fn write_and_read_with_staged_copy_placement() {
     }
 }
 
+/// The read-ahead of Read Responses (off by default) over real sockets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_and_read_with_read_ahead() {
+    let cfg = Config {
+        read_ahead: true,
+        ..Config::default()
+    };
+    let a = end(cfg.clone());
+    let b = end(cfg);
+    connect(&a, &b, 4).await;
+    for len in [1usize, 70_000, 4 << 20, 16 << 20] {
+        write_read_roundtrip(&a, &b, len, 4).await;
+    }
+}
+
 /// `read_at`/`write_at`: the CPU's own access to registered memory, checked
 /// against the buffer; a receive buffer is read in place and reposted
 /// without re-registration.

@@ -80,6 +80,7 @@ fuzz_target!(|data: &[u8]| {
         out.clear();
     }
     let mut rx = Rx::new(sh.clone(), crc);
+    rx.set_read_ahead(true);
     let seeds = [(data[0] >> 2) as usize + 1, data[1] as usize + 1];
     let mut rest = &data[2..];
     let mut owned = Vec::new();

@@ -81,8 +81,10 @@ fn requester(direct: bool, len: usize, parts: usize) -> Requester {
         let e = g.orq.front().expect("read outstanding");
         (e.sink_stag, e.sink_to)
     };
+    let mut rx = Rx::with_placement(sh, true, direct);
+    rx.set_read_ahead(true);
     Requester {
-        rx: Rx::with_placement(sh, true, direct),
+        rx,
         cq,
         sinks,
         target,

@@ -11,8 +11,9 @@
 //! payload is copied by user space at most once, and there is never a read
 //! per small FPDU while data is already waiting. A read that ends between
 //! two large segments takes only the next header, so the next payload is
-//! read straight into memory too. The segments of an RDMA Read Response are
-//! read ahead, several per read, into the Read's own sink (`place_read_ahead`).
+//! read straight into memory too. Optionally, the segments of an RDMA Read
+//! Response are read ahead, several per read, into the Read's own sink
+//! (`place_read_ahead`, see [`Rx::set_read_ahead`]).
 //! Each chunk is placed under the region's lock after re-checking the STag
 //! (validity, key, PD, rights, bounds), so an invalidation takes effect
 //! atomically with respect to placement. The CRC is computed over the bytes
@@ -143,6 +144,8 @@ pub struct Rx {
     small: [u8; MAX_BODY_LEN],
     small_len: usize,
     big_mode: bool,
+    /// Read Responses are read ahead (see [`Rx::set_read_ahead`]).
+    read_ahead: bool,
     /// The previous segment had the DDP Last flag.
     prev_was_last: bool,
     direct: bool,
@@ -196,6 +199,7 @@ impl Rx {
             small: [0; MAX_BODY_LEN],
             small_len: 0,
             big_mode: false,
+            read_ahead: false,
             prev_was_last: true,
             direct,
             send_msn: 1,
@@ -208,6 +212,15 @@ impl Rx {
             delivered: 0,
             tx_work: false,
         }
+    }
+
+    /// Reads RDMA Read Responses ahead: several segments per read, each
+    /// payload straight into the Read's own sink (`place_read_ahead`). Off
+    /// by default: on the 2-core loopback test machine it cut `recvmsg`
+    /// calls per MiB from ~18 to ~7 but lowered RDMA Read throughput
+    /// (median of 5 interleaved runs 3.1 GB/s with it, 3.4 GB/s without).
+    pub fn set_read_ahead(&mut self, on: bool) {
+        self.read_ahead = on;
     }
 
     /// FPDUs received so far.
@@ -719,7 +732,8 @@ impl Rx {
             self.repr,
             Some(RdmapRepr::RdmaReadResponse { last: false, .. })
         );
-        (self.direct
+        (self.read_ahead
+            && self.direct
             && more
             && self.pending.is_none()
             && self.payload_len >= BIG_PAYLOAD

@@ -1014,18 +1014,23 @@ async fn rev1_responder_waits_for_initiators_first_fpdu() {
     );
 }
 
+/// Write/Read round trips of the given lengths between two ends of `cfg`.
+async fn roundtrips_with(cfg: Config, lens: &[usize]) {
+    let a = end(cfg.clone());
+    let b = end(cfg);
+    connect(&a, &b, 4).await;
+    for &len in lens {
+        write_read_roundtrip(&a, &b, len, 4).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_and_read_with_staged_copy_placement() {
     let cfg = Config {
         direct_placement: false,
         ..Config::default()
     };
-    let a = end(cfg.clone());
-    let b = end(cfg);
-    connect(&a, &b, 4).await;
-    for len in [1usize, 70_000, 4 << 20] {
-        write_read_roundtrip(&a, &b, len, 4).await;
-    }
+    roundtrips_with(cfg, &[1, 70_000, 4 << 20]).await;
 }
 
 /// The read-ahead of Read Responses (off by default) over real sockets.
@@ -1035,12 +1040,7 @@ async fn write_and_read_with_read_ahead() {
         read_ahead: true,
         ..Config::default()
     };
-    let a = end(cfg.clone());
-    let b = end(cfg);
-    connect(&a, &b, 4).await;
-    for len in [1usize, 70_000, 4 << 20, 16 << 20] {
-        write_read_roundtrip(&a, &b, len, 4).await;
-    }
+    roundtrips_with(cfg, &[1, 70_000, 4 << 20, 16 << 20]).await;
 }
 
 /// `read_at`/`write_at`: the CPU's own access to registered memory, checked

@@ -504,14 +504,7 @@ async fn run() {
                 }
             })
             .collect();
-        println!(
-            "{:<32} {:>14} {:>14} {:>14} {:>14}",
-            m.name(),
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3]
-        );
+        print_row(&m.name(), &cells);
     }
     let plain = median(&mut plain);
     println!("{:<32} {:>14.1}", "plain TCP stream 1MiB (MB/s)", plain);
@@ -521,14 +514,7 @@ async fn run() {
             .iter()
             .map(|l| format!("{:.2}", cpu_med(l, m)))
             .collect();
-        println!(
-            "{:<32} {:>14} {:>14} {:>14} {:>14}",
-            m.name(),
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3]
-        );
+        print_row(&m.name(), &cells);
     }
     println!("\nratios against targets (rdma = with MPA CRC32c, the default):");
     for l in ["rdma", "rdma-nocrc"] {
@@ -583,4 +569,13 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(run());
+}
+
+/// One table row: the measurement's name and one cell per transport.
+fn print_row(name: &str, cells: &[String]) {
+    print!("{name:<32}");
+    for c in cells {
+        print!(" {c:>14}");
+    }
+    println!();
 }

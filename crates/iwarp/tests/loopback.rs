@@ -112,6 +112,19 @@ async fn connected_with_receive(len: usize, wr_id: u64) -> (End, End, iwarp::Mr)
     (a, b, r)
 }
 
+/// Connects `a` to `b` (ORD 1) and sends one 64-byte message from the
+/// source region returned, so that the connection's opening exchange is
+/// over; `b` must have a receive posted for it.
+async fn connect_with_first_send(a: &End, b: &End) -> iwarp::Mr {
+    connect(a, b, 1).await;
+    let src = reg_bytes(&a.pd, pattern(64, 1), Access::NONE);
+    a.qp.post_send(SendWr::send(0, vec![Sge::new(src.lkey(), 0, 64)]))
+        .unwrap();
+    assert_eq!(next(&b.cq).await.status, WcStatus::Success);
+    assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+    src
+}
+
 /// Two unconnected ends; what `a` writes is counted by the capture.
 fn counted_pair() -> (iwarp::capture::Capture, End, End) {
     let cap = iwarp::capture::Capture::new(std::io::sink()).unwrap();
@@ -897,13 +910,7 @@ async fn burst_of_small_sends_is_coalesced() {
         ))
         .unwrap();
     }
-    connect(&a, &b, 1).await;
-    let src = reg_bytes(&a.pd, pattern(64, 1), Access::NONE);
-    // One Send first, so that the connection's opening exchange is over.
-    a.qp.post_send(SendWr::send(0, vec![Sge::new(src.lkey(), 0, 64)]))
-        .unwrap();
-    assert_eq!(next(&b.cq).await.status, WcStatus::Success);
-    assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+    let src = connect_with_first_send(&a, &b).await;
     let mut counts = Vec::new();
     for burst in 0..BURSTS {
         let before = cap.frames();
@@ -1108,12 +1115,7 @@ async fn batch_of_sends_goes_out_in_one_write() {
             .collect(),
     )
     .unwrap();
-    connect(&a, &b, 1).await;
-    let src = reg_bytes(&a.pd, pattern(64, 1), Access::NONE);
-    a.qp.post_send(SendWr::send(0, vec![Sge::new(src.lkey(), 0, 64)]))
-        .unwrap();
-    assert_eq!(next(&b.cq).await.status, WcStatus::Success);
-    assert_eq!(next(&a.cq).await.status, WcStatus::Success);
+    let src = connect_with_first_send(&a, &b).await;
     let before = cap.frames();
     a.qp.post_send_batch(
         (1..=N)

@@ -291,17 +291,10 @@ impl Qp {
         &self.owner.sh
     }
 
-    fn kick(&self) {
+    /// After a post; a `batch` is transmitted at once (it is the burst).
+    fn kick(&self, batch: bool) {
         match self.owner.tx.get() {
-            Some(p) => p.kick(false),
-            None => self.owner.sh.tx_wake.notify_one(),
-        }
-    }
-
-    /// After a batch post: transmitted at once (the batch is the burst).
-    fn kick_batch(&self) {
-        match self.owner.tx.get() {
-            Some(p) => p.kick(true),
+            Some(p) => p.kick(batch),
             None => self.owner.sh.tx_wake.notify_one(),
         }
     }
@@ -363,7 +356,7 @@ impl rdma_verbs::QueuePair for Qp {
         g.sq_outstanding += 1;
         g.sq.push_back(SqItem::Wr(wr));
         drop(g);
-        self.kick();
+        self.kick(false);
         Ok(())
     }
 
@@ -385,7 +378,7 @@ impl rdma_verbs::QueuePair for Qp {
         }
         drop(g);
         if posted > 0 {
-            self.kick_batch();
+            self.kick(true);
         }
         match failed {
             Some(error) => Err(PostBatchError { posted, error }),

@@ -10,7 +10,8 @@
 //! 1 s per measurement; `BENCH_ROUNDS`, default 3, interleaved, medians
 //! reported; `BENCH_ONLY=rdma,rdma-nocrc,tcp,plain,memfabric` and `BENCH_OPS=get,put,null`
 //! (`null1`/`null32`: only the depth-1 latency / depth-32 rate) select (`memfabric`: the in-process provider, no sockets — the engine's own
-//! cost); `BENCH_THREADS`, default 2 runtime workers).
+//! cost); `BENCH_DEPTHS=4`: the bulk measurements at that depth only (default
+//! 1,4); `BENCH_THREADS`, default 2 runtime workers).
 //!
 //! Besides the rates, the process CPU time (user + system, from
 //! `/proc/self/stat`) spent per operation is reported for every measurement:
@@ -369,7 +370,12 @@ async fn run() {
     let want = |l: &str| only.is_empty() || only.split(',').any(|o| o == l);
     let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "get,put,null".into());
     let mut metrics = Vec::new();
-    for d in [1usize, 4] {
+    // BENCH_DEPTHS=4: only that depth of the bulk measurements.
+    let depths: Vec<usize> = std::env::var("BENCH_DEPTHS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|d| d.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 4]);
+    for &d in &depths {
         if ops.contains("get") {
             metrics.push(Metric::Get(d));
             metrics.push(Metric::GetReuse(d));

@@ -9,7 +9,8 @@
 //! ratio within each round, default 3; `PERF_ONLY=1,3` = run only those measurements, numbered in
 //! the order printed; `PERF_MULPDU=32734` overrides the MULPDU, which is
 //! otherwise derived from the loopback EMSS, 65483 → 65474; `PERF_COPY=1`
-//! turns direct placement off: large staged reads plus one copy).
+//! turns direct placement off: large staged reads plus one copy;
+//! `PERF_READ_AHEAD=1` turns on the read-ahead of Read Responses).
 //!
 //! * RDMA Write of 1 MiB messages (4 outstanding; the run ends with a 1-byte
 //!   RDMA Read, which by RFC 5040 ordering completes only after every
@@ -46,6 +47,10 @@ async fn pair(crc: bool, ord: u16) -> (End, End) {
         mulpdu: std::env::var("PERF_MULPDU")
             .ok()
             .and_then(|v| v.parse().ok()),
+        // PERF_COPY=1: staged reads plus one copy instead of direct placement.
+        direct_placement: std::env::var_os("PERF_COPY").is_none_or(|v| v != "1"),
+        // PERF_READ_AHEAD=1: Read Responses read several segments at a time.
+        read_ahead: std::env::var_os("PERF_READ_AHEAD").is_some_and(|v| v == "1"),
         ..Config::default()
     };
     let mk = |dev: &Device| {

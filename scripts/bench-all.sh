@@ -12,10 +12,17 @@ mkdir -p "$TARGET"
 LOG="$TARGET/bench-all-$(date +%H%M).log"
 exec > >(tee "$LOG") 2>&1
 echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%FT%TZ), $(uptime)"
-PERF=$(cargo bench -p iwarp --bench perf --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("reason")=="compiler-artifact" and j.get("executable") and j["target"]["name"]=="perf"][-1])')
-TRANSPORT=$(cargo bench -p rpcrdma --bench transport --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("reason")=="compiler-artifact" and j.get("executable") and j["target"]["name"]=="transport"][-1])')
+# The executable of one bench target (built if needed).
+bench_exe() {
+  cargo bench -p "$1" --bench "$2" --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json, sys
+name = sys.argv[1]
+exes = [j["executable"] for j in map(json.loads, sys.stdin)
+        if j.get("reason") == "compiler-artifact" and j.get("executable") and j["target"]["name"] == name]
+print(exes[-1])' "$2"
+}
+PERF=$(bench_exe iwarp perf)
+TRANSPORT=$(bench_exe rpcrdma transport)
 cargo build --release -q -p rpcrdma-cli
 for i in $(seq 1 "${IWARP_RUNS:-7}"); do
   echo "== iwarp perf run $i (load $(cut -d' ' -f1-3 /proc/loadavg))"

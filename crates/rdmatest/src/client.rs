@@ -23,7 +23,7 @@ pub enum ClientError {
     #[error("malformed results: {0}")]
     BadResults(#[from] xdr::Error),
     /// GET answered with a non-zero status (1: length above the server max).
-    #[error("GET refused with status {0}")]
+    #[error("GET refused with status {0}{meaning}", meaning = get_status_meaning(*.0))]
     GetStatus(u32),
     /// A returned length differs from the expected one.
     #[error("{what}: expected {expected} bytes, got {got}")]
@@ -60,6 +60,14 @@ pub enum ClientError {
     /// GET2's marker is not 0xFEEDFACE.
     #[error("GET2 marker {0:#010x} is not 0xFEEDFACE")]
     MarkerMismatch(u32),
+}
+
+/// What a non-zero GET status means, for the error text.
+fn get_status_meaning(status: u32) -> &'static str {
+    match status {
+        crate::proto::GET_STATUS_TOO_LONG => " (the length is above the server's maximum)",
+        _ => "",
+    }
 }
 
 /// Results of GET2.
@@ -309,4 +317,22 @@ pub async fn get2<C: Channel>(
 /// SLEEP over `ch` (see [`RdmatestClient::sleep`]).
 pub async fn sleep<C: Channel>(ch: &C, ms: u32) -> Result<(), ClientError> {
     RdmatestClient::new(ch).sleep(ms).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_status_error_says_what_the_status_means() {
+        let too_long = ClientError::GetStatus(crate::proto::GET_STATUS_TOO_LONG).to_string();
+        assert_eq!(
+            too_long,
+            "GET refused with status 1 (the length is above the server's maximum)"
+        );
+        assert_eq!(
+            ClientError::GetStatus(7).to_string(),
+            "GET refused with status 7"
+        );
+    }
 }

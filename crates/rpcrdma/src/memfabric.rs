@@ -618,23 +618,15 @@ impl rdma_verbs::QueuePair for Qp {
             }
             _ => return Err(VerbsError::InvalidState("not connected")),
         }
-        if let SendOp::RdmaWrite { .. } = wr.op {
-            let before =
-                q.fabric
-                    .refuse_write_in
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-            if before == Ok(1) {
-                return Err(VerbsError::QueueFull("send queue (injected)"));
+        let countdown = match wr.op {
+            SendOp::RdmaWrite { .. } => Some(&q.fabric.refuse_write_in),
+            SendOp::Send { .. } | SendOp::SendWithInvalidate { .. } => {
+                Some(&q.fabric.refuse_send_in)
             }
-        }
-        if let SendOp::Send { .. } | SendOp::SendWithInvalidate { .. } = wr.op {
-            let before =
-                q.fabric
-                    .refuse_send_in
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-            if before == Ok(1) {
-                return Err(VerbsError::QueueFull("send queue (injected)"));
-            }
+            _ => None,
+        };
+        if countdown.is_some_and(refuse_now) {
+            return Err(VerbsError::QueueFull("send queue (injected)"));
         }
         match q.execute(&wr) {
             Ok(()) => {
@@ -982,6 +974,12 @@ impl rdma_verbs::Device for Fabric {
             })
         }
     }
+}
+
+/// Counts an injected refusal down; true for the post it lands on (the
+/// counter went from 1 to 0). 0 means no refusal is armed.
+fn refuse_now(countdown: &AtomicU32) -> bool {
+    countdown.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)) == Ok(1)
 }
 
 #[cfg(test)]

@@ -62,7 +62,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 # drops fail. WIRE_KEEP=1 keeps the capture after a passing judgement.
 if [ -z "${WIRE_DIR:-}" ]; then
   WIRE_DIR=target/wire
-  # (The whole run is ~3.5 GB of capture today.)
+  # (The whole run is ~1 GB of capture today. Tests bound their traffic by
+  # sizes and call counts, never by time alone: a faster machine would
+  # otherwise send more in a burst than the capture ring holds.)
   if [ -d /dev/shm ] && [ "$(df -Pm /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')" -ge 8192 ] 2>/dev/null; then
     WIRE_DIR="/dev/shm/rpcrdma-wire-$$"
   fi

@@ -64,6 +64,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "S", default_value_t = 5.0)]
     seconds: f64,
 
+    /// Stop after N calls in all (or after --seconds, whichever comes
+    /// first): bounds the traffic of a run whatever the machine's speed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    calls: Option<u64>,
+
     /// Print exactly one JSON object on stdout (and nothing else there).
     #[arg(long)]
     json: bool,
@@ -108,6 +113,9 @@ pub struct Spec {
     pub depth: usize,
     /// How long.
     pub duration: Duration,
+    /// At most this many calls in all (the run ends early when they are
+    /// done); `None`: as many as `duration` allows.
+    pub max_calls: Option<u64>,
 }
 
 /// What a run measured.
@@ -176,6 +184,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         },
         depth: args.depth,
         duration: Duration::from_secs_f64(args.seconds),
+        max_calls: args.calls,
     };
     let device = match args.url {
         Target::Rdma { .. } => Some(args.rdma.device()?),
@@ -259,6 +268,8 @@ pub async fn measure(
         crc32c: crc32c::crc32c(&data),
     };
     let calls = Arc::new(AtomicU64::new(0));
+    // Calls started, against `spec.max_calls`.
+    let issued = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
 
     let cpu_before = process_cpu_time();
@@ -270,10 +281,17 @@ pub async fn measure(
             let client = RdmatestClient::new(ch.clone()).with_timeout(Duration::from_secs(30));
             let data = data.clone();
             let calls = calls.clone();
+            let issued = issued.clone();
             let stop = stop.clone();
             tasks.push(tokio::spawn(async move {
                 let mut w = Worker::new();
                 while !stop.load(Relaxed) && Instant::now() < deadline {
+                    if spec
+                        .max_calls
+                        .is_some_and(|max| issued.fetch_add(1, Relaxed) >= max)
+                    {
+                        break;
+                    }
                     let t0 = Instant::now();
                     // A different GET seed per call, so stale data in a reused
                     // buffer can never pass verification.
@@ -302,6 +320,7 @@ pub async fn measure(
 
     let ticker = progress.map(|bar| {
         let calls = calls.clone();
+        let stop = stop.clone();
         tokio::spawn(async move {
             loop {
                 let elapsed = start.elapsed();
@@ -313,7 +332,8 @@ pub async fn measure(
                     spec.duration.as_secs_f64(),
                     n as f64 / elapsed.as_secs_f64().max(1e-3)
                 ));
-                if elapsed >= spec.duration {
+                // Done at the deadline, or earlier when --calls ran out.
+                if elapsed >= spec.duration || stop.load(Relaxed) {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -40,6 +40,11 @@ pub struct DemoArgs {
     #[arg(long, value_name = "S", default_value_t = 0.5)]
     bench_seconds: f64,
 
+    /// At most N calls per benchmark round (a round ends at whichever of
+    /// its time and N comes first): bounds the benchmark's traffic.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    bench_calls: Option<u64>,
+
     /// Skip the RDMA vs TCP benchmark.
     #[arg(long)]
     no_bench: bool,
@@ -350,8 +355,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let rdma = Arc::new(rdma);
         let tcp = Arc::new(tcp);
         let secs = Duration::from_secs_f64(args.bench_seconds);
+        let cap = args
+            .bench_calls
+            .map(|n| format!(", at most {n} calls per round"))
+            .unwrap_or_default();
         let heading = format!(
-            "2. RPC-over-RDMA vs RPC over TCP ({:.1} s per measurement in {ROUNDS} interleaved rounds, best kept)",
+            "2. RPC-over-RDMA vs RPC over TCP ({:.1} s per measurement in {ROUNDS} interleaved rounds{cap}, best kept)",
             args.bench_seconds
         );
         println!("{heading}");
@@ -364,6 +373,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
                     size: 0,
                     depth: 1,
                     duration: secs,
+                    max_calls: args.bench_calls,
                 },
             ),
             (
@@ -373,6 +383,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
                     size: 1 << 20,
                     depth: 4,
                     duration: secs,
+                    max_calls: args.bench_calls,
                 },
             ),
             (
@@ -382,6 +393,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
                     size: 1 << 20,
                     depth: 4,
                     duration: secs,
+                    max_calls: args.bench_calls,
                 },
             ),
         ];

@@ -107,9 +107,13 @@ fn call_failures_exit_nonzero() {
 }
 
 fn bench_json(url: &str, extra: &[&str]) -> serde_json::Value {
-    // Short runs: these tests check the report, not the rate (and the whole
-    // test run's traffic is captured and judged, so it must stay bounded).
-    let mut args = vec!["bench", url, "--seconds", "0.2", "--json"];
+    // Short runs: these tests check the report, not the rate. The whole
+    // test run's traffic is captured and judged, so it is bounded by a call
+    // count, not by time alone (a fast machine would move more).
+    let mut args = vec!["bench", url, "--seconds", "5", "--json"];
+    if !extra.contains(&"--calls") {
+        args.extend_from_slice(&["--calls", "64"]);
+    }
     args.extend_from_slice(extra);
     let out = rpcrdma(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -189,7 +193,9 @@ fn bench_human_summary() {
         "--size",
         "1M",
         "--seconds",
-        "0.2",
+        "5",
+        "--calls",
+        "32",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
@@ -224,7 +230,9 @@ fn bench_counts_failed_calls_as_errors() {
 
 #[test]
 fn demo_exits_zero() {
-    let out = rpcrdma(&["demo", "--bench-seconds", "0.1"]);
+    // Bounded by calls: the captured traffic must not grow with the
+    // machine's speed.
+    let out = rpcrdma(&["demo", "--bench-seconds", "2", "--bench-calls", "16"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -242,6 +250,34 @@ fn demo_exits_zero() {
         assert!(stdout.contains(needle), "no {needle:?} in\n{stdout}");
     }
     assert!(!stdout.contains("FAILED"), "{stdout}");
+    assert!(stdout.contains("at most 16 calls per round"), "{stdout}");
+}
+
+#[test]
+fn bench_stops_after_calls() {
+    let server = Server::start_rdma(&[]);
+    for (proc_, depth, connections) in [("get", "3", "2"), ("null", "1", "1")] {
+        let v = bench_json(
+            &server.rdma_url(),
+            &[
+                "--proc",
+                proc_,
+                "--size",
+                "4k",
+                "--depth",
+                depth,
+                "--connections",
+                connections,
+                "--calls",
+                "10",
+            ],
+        );
+        assert_eq!(v["ops"], 10, "{v}");
+        // Long before the 5 s limit of `bench_json`.
+        assert!(v["seconds"].as_f64().unwrap() < 4.0, "{v}");
+    }
+    let out = rpcrdma(&["bench", &server.rdma_url(), "--calls", "0"]);
+    assert!(!out.status.success());
 }
 
 #[test]

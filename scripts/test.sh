@@ -58,8 +58,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 # of the machine. The capture goes to tmpfs (/dev/shm) when it has room, so
 # dumpcap never waits for a disk, through a large kernel ring (-B, MiB;
 # libpcap silently falls back to 2 MiB at 2048 and above, so the ring is
-# checked). Any packet the capture dropped makes the judgement void, so
-# drops fail. WIRE_KEEP=1 keeps the capture after a passing judgement.
+# checked; 2000 MiB holds the whole run's capture). A capture that dropped
+# packets cannot judge the run: see the retry below. WIRE_KEEP=1 keeps the
+# capture after a passing judgement.
 if [ -z "${WIRE_DIR:-}" ]; then
   WIRE_DIR=target/wire
   # (The whole run is ~1 GB of capture today. Tests bound their traffic by
@@ -70,7 +71,7 @@ if [ -z "${WIRE_DIR:-}" ]; then
   fi
 fi
 WIRE_PCAP="$WIRE_DIR/testrun.pcapng"
-export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-1024}"
+export WIRE_DIR WIRE_PCAP WIRE_BUFFER_MB="${WIRE_BUFFER_MB:-2000}"
 if [ "$WIRE_BUFFER_MB" -ge 2048 ]; then
   echo "WIRE_BUFFER_MB=$WIRE_BUFFER_MB: libpcap cannot map a ring of 2 GiB or more (it falls back to 2 MiB); use at most 2047" >&2
   exit 1

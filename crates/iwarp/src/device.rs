@@ -1003,6 +1003,7 @@ fn spawn_driver(
         state: Mutex::new(TxState {
             tx: Tx::new(sh.clone(), neg.crc, m, neg.rtr),
             backlog: Vec::new(),
+            scratch: Vec::new(),
             writer_active: false,
             last_post: None,
             coalescing: false,
@@ -1063,6 +1064,9 @@ struct TxState {
     /// Produced but unwritten FPDU pieces (non-empty only while
     /// `writer_active`).
     backlog: Vec<Bytes>,
+    /// An empty list kept for the next inline transmit (its capacity is
+    /// reused: no allocation per message).
+    scratch: Vec<Bytes>,
     writer_active: bool,
     /// When the last work request was posted (burst detection).
     last_post: Option<Instant>,
@@ -1145,9 +1149,10 @@ impl TxPath {
     /// Produces up to `budget` bytes and writes what the socket takes now;
     /// the rest (and anything beyond the budget) is left to the writer task.
     fn transmit_inline(&self, mut st: std::sync::MutexGuard<'_, TxState>, budget: usize) {
-        let mut bufs = Vec::new();
+        let mut bufs = std::mem::take(&mut st.scratch);
         let n = st.tx.poll_transmit(&mut bufs, budget);
         if n == 0 {
+            st.scratch = bufs;
             return;
         }
         self.record(&bufs);
@@ -1167,9 +1172,11 @@ impl TxPath {
                     st.writer_active = true;
                     drop(st);
                     self.sh.tx_wake.notify_one();
+                } else {
+                    st.scratch = bufs;
                 }
             }
-            Ok(true) => {}
+            Ok(true) => st.scratch = bufs,
             Ok(false) => {
                 st.backlog = bufs;
                 st.writer_active = true;
@@ -1184,16 +1191,36 @@ impl TxPath {
     }
 }
 
+/// Slices a vectored write in [`try_write_all`] takes from the stack (each
+/// FPDU takes two or three); longer lists go through a vector, at most 512
+/// slices per write (Linux's `UIO_MAXIOV` is 1024).
+const SMALL_WRITE: usize = 8;
+
 /// Writes as much as the socket takes now and removes it from `bufs` (a
 /// partly written buffer is trimmed). `Ok(true)` once everything is written.
 fn try_write_all(stream: &TcpStream, bufs: &mut Vec<Bytes>) -> io::Result<bool> {
     let mut idx = 0;
     let mut off = 0;
+    // A few slices (a small message: header, payload, trailer) live on the
+    // stack, so a small write allocates nothing; longer lists use a vector.
+    let mut small = [IoSlice::new(&[]); SMALL_WRITE];
+    let mut large: Vec<IoSlice<'_>> = Vec::new();
     while idx < bufs.len() {
-        let slices: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&bufs[idx][off..]))
-            .chain(bufs[idx + 1..].iter().take(511).map(|b| IoSlice::new(b)))
-            .collect();
-        match stream.try_write_vectored(&slices) {
+        let rest = &bufs[idx + 1..];
+        let first = IoSlice::new(&bufs[idx][off..]);
+        let slices: &[IoSlice<'_>] = if rest.len() < SMALL_WRITE {
+            small[0] = first;
+            for (k, b) in rest.iter().enumerate() {
+                small[k + 1] = IoSlice::new(b);
+            }
+            &small[..rest.len() + 1]
+        } else {
+            large.clear();
+            large.push(first);
+            large.extend(rest.iter().take(511).map(|b| IoSlice::new(b)));
+            &large
+        };
+        match stream.try_write_vectored(slices) {
             Ok(mut n) => {
                 while n > 0 && idx < bufs.len() {
                     let left = bufs[idx].len() - off;

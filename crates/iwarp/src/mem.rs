@@ -15,9 +15,8 @@
 //! deregistration are atomic with respect to placement.
 
 use rand::Rng;
+use rdma_verbs::idhash::IdMap;
 use rdma_verbs::{Access, MrBuffer};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -126,36 +125,17 @@ impl RegionState {
 /// The device-wide STag table.
 #[derive(Debug)]
 pub struct StagTable {
-    map: RwLock<HashMap<u32, Arc<Region>, BuildHasherDefault<IndexHasher>>>,
+    /// Keyed by index with [`IdMap`]'s one-multiplication hash: a peer can
+    /// look indices up but never choose the ones stored.
+    map: RwLock<IdMap<u32, Arc<Region>>>,
     /// Where the cyclic search for the next free index starts.
     cursor: AtomicU32,
-}
-
-/// Hasher for STag indices (the table's keys): one multiplication
-/// (Fibonacci hashing) instead of SipHash on every placement and gather.
-/// Flooding is not a concern: a peer can look indices up but never choose
-/// the ones stored, which are handed out cyclically by the table itself.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct IndexHasher(u64);
-
-impl Hasher for IndexHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.0 = (self.0 ^ u64::from(i)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 impl Default for StagTable {
     fn default() -> Self {
         StagTable {
-            map: RwLock::new(HashMap::default()),
+            map: RwLock::new(IdMap::default()),
             cursor: AtomicU32::new(rand::rng().random()),
         }
     }

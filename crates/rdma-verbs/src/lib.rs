@@ -50,6 +50,7 @@ pub mod access;
 pub mod buffer;
 pub mod cm;
 pub mod error;
+pub mod idhash;
 pub mod wc;
 pub mod wr;
 

@@ -25,13 +25,14 @@
 //! outstanding on it is retransmitted (same XID, fresh registrations) on the
 //! new connection — never on the old one.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 use oncrpc::{decode_reply, Channel, Payload, PayloadBuilder, Piece, Request, RpcError};
+use rdma_verbs::idhash::IdMap;
 use rdma_verbs::{
     Access, ConnParam, Device, FastRegWr, MemoryRegion, MrBuffer, ProtectionDomain, QpState,
     QueuePair, SendOp, VerbsError, WorkCompletion,
@@ -116,7 +117,8 @@ struct State<D: Device> {
     closed: bool,
     credits: RequesterCredits,
     queue: VecDeque<u32>,
-    calls: HashMap<u32, Slot<D>>,
+    /// By xid (ours: a peer's reply only looks one up).
+    calls: IdMap<u32, Slot<D>>,
 }
 
 struct Shared<D: Device> {
@@ -204,7 +206,7 @@ impl<D: Device> RdmaClient<D> {
                 closed: false,
                 credits: RequesterCredits::new(config.credits),
                 queue: VecDeque::new(),
-                calls: HashMap::new(),
+                calls: IdMap::default(),
             }),
             config,
             bindings,

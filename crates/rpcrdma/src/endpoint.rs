@@ -18,11 +18,11 @@
 //!   order, so a later signaled request covers them.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::{Bytes, BytesMut};
+use rdma_verbs::idhash::IdMap;
 use rdma_verbs::{
     Access, CompletionQueue, Device, MemoryRegion, MrBuffer, ProtectionDomain, QpInit, QueuePair,
     RecvWr, SendOp, SendWr, Sge, VerbsError, WcOpcode, WcStatus, WorkCompletion,
@@ -62,8 +62,8 @@ pub(crate) struct Endpoint<D: Device> {
     pub cq: D::Cq,
     recv_len: usize,
     next_wr: AtomicU64,
-    ops: Mutex<HashMap<u64, Op<D::Mr>>>,
-    recvs: Mutex<HashMap<u64, D::Mr>>,
+    ops: Mutex<IdMap<u64, Op<D::Mr>>>,
+    recvs: Mutex<IdMap<u64, D::Mr>>,
     /// Receive buffers whose message was copied out, ready to be posted
     /// again (no allocation or zeroing per receive).
     spare: Mutex<Vec<BytesMut>>,
@@ -122,8 +122,8 @@ impl<D: Device> Endpoint<D> {
             cq,
             recv_len: config.recv_buffer_len(),
             next_wr: AtomicU64::new(1),
-            ops: Mutex::new(HashMap::new()),
-            recvs: Mutex::new(HashMap::new()),
+            ops: Mutex::new(IdMap::default()),
+            recvs: Mutex::new(IdMap::default()),
             spare: Mutex::new(Vec::new()),
             deferred: Mutex::new(Deferred {
                 mrs: Vec::new(),

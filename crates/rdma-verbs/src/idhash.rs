@@ -12,9 +12,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// Multiplicative hasher for integer identifiers (see the module docs).
 ///
-/// The high bits of the product mix every input bit, and `hashbrown` takes
-/// its control byte from the top bits; consecutive identifiers differ in the
-/// low bits and so land in different buckets.
+/// The low bits of a product depend only on the low bits of the key, so the
+/// result is rotated to bring the well-mixed middle bits down: `hashbrown`
+/// picks the bucket from the low bits and its control byte from the top
+/// ones, and both then depend on every key bit (keys with a common stride,
+/// such as multiples of a power of two, still spread).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IdHasher(u64);
 
@@ -24,7 +26,7 @@ const K: u64 = 0x9E37_79B9_7F4A_7C15;
 impl Hasher for IdHasher {
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        self.0.rotate_left(26)
     }
 
     #[inline]
@@ -73,6 +75,16 @@ mod tests {
             "only {} distinct control bytes",
             tops.len()
         );
+    }
+
+    #[test]
+    fn strided_ids_spread_over_the_low_bits() {
+        // The bucket comes from the low bits: multiples of 4096 must not
+        // all land in one bucket of a 1024-bucket table.
+        let b = BuildIdHasher::default();
+        let buckets: std::collections::HashSet<u64> =
+            (0u64..256).map(|i| b.hash_one(i << 12) & 1023).collect();
+        assert!(buckets.len() > 128, "only {} buckets", buckets.len());
     }
 
     #[test]

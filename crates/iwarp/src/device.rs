@@ -1162,21 +1162,21 @@ impl TxPath {
         // writes are slow, e.g. on a loaded machine) is a burst too.
         st.last_post = Some(Instant::now());
         match r {
-            Ok(true) if n >= budget => {
-                // More may be ready beyond the budget: if so, it is the
-                // writer task's (woken only when there is more).
-                let mut more = Vec::new();
-                if st.tx.poll_transmit(&mut more, budget) > 0 {
+            Ok(true) => {
+                // Everything is written and `bufs` is empty again. More may
+                // be ready beyond the budget: if so, it is the writer
+                // task's (woken only when there is more).
+                let mut more = bufs;
+                if n >= budget && st.tx.poll_transmit(&mut more, budget) > 0 {
                     self.record(&more);
                     st.backlog = more;
                     st.writer_active = true;
                     drop(st);
                     self.sh.tx_wake.notify_one();
                 } else {
-                    st.scratch = bufs;
+                    st.scratch = more;
                 }
             }
-            Ok(true) => st.scratch = bufs,
             Ok(false) => {
                 st.backlog = bufs;
                 st.writer_active = true;

@@ -503,6 +503,18 @@ fn build(p: &Packet, t: &Tcp, seq: u32, payload: &[u8], clear: u8) -> Vec<u8> {
     out
 }
 
+/// The most TCP payload one IP packet with `t`'s IP and TCP headers can
+/// carry: the IPv4 Total Length (RFC 791) and the IPv6 Payload Length
+/// (RFC 8200) are 16-bit fields.
+fn max_payload(t: &Tcp) -> usize {
+    let headers = if t.v6 {
+        t.payload - t.ip - 40
+    } else {
+        t.payload - t.ip
+    };
+    usize::from(u16::MAX).saturating_sub(headers).max(1)
+}
+
 const FIN: u8 = 0x01;
 const SYN: u8 = 0x02;
 const RST: u8 = 0x04;
@@ -687,12 +699,21 @@ pub fn resegment(input: &Path, output: &Path) -> Result<Resegmented, ResegmentEr
                     e.push(off, &p.data[t.payload..t.payload + t.len]);
                     let closing = flags & (FIN | RST) != 0;
                     let mut n = 0;
+                    // An MPA frame completed by this segment may have
+                    // arrived over several: with this segment's headers it
+                    // may not fit one IP packet, so it goes out in as many
+                    // segments as it needs, the last one completing it.
+                    let max = max_payload(&t);
                     while let Some((at, bytes)) = e.take(closing) {
-                        let seq = e.seq.isn.wrapping_add(at as u32);
-                        let f = build(&p, &t, seq, &bytes, SYN | FIN | RST);
-                        let len = f.len() as u32;
-                        frames.push((f, len));
-                        n += 1;
+                        let mut at = at;
+                        for chunk in bytes.chunks(max) {
+                            let seq = e.seq.isn.wrapping_add(at as u32);
+                            let f = build(&p, &t, seq, chunk, SYN | FIN | RST);
+                            let len = f.len() as u32;
+                            frames.push((f, len));
+                            at += chunk.len() as u64;
+                            n += 1;
+                        }
                     }
                     if n > 1 || n == 1 && frames[0].0.len() != p.data.len() {
                         out.stats.segments_split += 1;
@@ -881,6 +902,54 @@ mod tests {
         for f in &out {
             assert_eq!(fold(ones_complement_sum(0, &f[14..34])), 0);
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An FPDU that arrived in two segments is emitted with the headers of
+    /// the second; FPDU and headers together exceed the 65,535 bytes of an
+    /// IPv4 packet, so it goes out as two segments (before the fix, one
+    /// segment whose Total Length wrapped: tshark's "Bogus IP length").
+    #[test]
+    fn an_mpa_frame_too_big_for_one_packet_is_split_at_the_ip_limit() {
+        let dir = std::env::temp_dir().join(format!("wire-check-reseg3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (40001u16, 20049u16);
+        let req = mpa_frame(REQ_KEY, b"");
+        let big = fpdu(65_500, 7);
+        assert_eq!(big.len(), 65_508);
+        let mut s1 = req.clone();
+        s1.extend_from_slice(&big[..30_000]);
+        let s2 = big[30_000..].to_vec();
+        let isn = 1000u32;
+        let frames = vec![
+            frame(a, b, isn, 0x02, &[]),
+            frame(a, b, isn + 1, 0x18, &s1),
+            frame(a, b, isn + 1 + s1.len() as u32, 0x18, &s2),
+        ];
+        let (input, output) = (dir.join("in.pcap"), dir.join("out.pcap"));
+        write(&input, &frames);
+        let r = resegment(&input, &output).unwrap();
+        let out = read(&output);
+        let mut stream = Vec::new();
+        let mut seq = isn + 1;
+        for f in &out {
+            let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
+            assert_eq!(total, f.len() - 14, "IP Total Length matches the frame");
+            assert_eq!(fold(ones_complement_sum(0, &f[14..34])), 0);
+            let (s, _, p) = tcp_of(f);
+            if !p.is_empty() {
+                assert_eq!(s, seq);
+                seq = seq.wrapping_add(p.len() as u32);
+                stream.extend_from_slice(&p);
+            }
+        }
+        let lens: Vec<usize> = out.iter().map(|f| tcp_of(f).2.len()).collect();
+        let max = 65_535 - 40;
+        assert_eq!(lens, vec![0, req.len(), max, big.len() - max]);
+        assert_eq!(r.to_input, vec![1, 2, 3, 3]);
+        let mut orig = s1;
+        orig.extend_from_slice(&s2);
+        assert_eq!(stream, orig);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

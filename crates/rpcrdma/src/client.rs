@@ -807,7 +807,9 @@ impl<D: Device> Shared<D> {
         b.item(&req.call_header(xid));
         b.payload(args);
         let msg = b.finish();
-        let (pieces, items) = crate::ulb::stream_items(&msg);
+        // Item `i` of the plan is `pieces[i]` (borrowed, not cloned).
+        let items = crate::ulb::stream_items(&msg);
+        let pieces = msg.pieces();
         // The reply: Write chunks for the caller's result buffers, a Reply
         // chunk if the estimate may exceed the reply inline threshold.
         let est = binding.and_then(|b| {
@@ -862,8 +864,7 @@ impl<D: Device> Shared<D> {
         // Register every region by fast registration.
         let mut regs: Vec<Reg<D>> = Vec::with_capacity(plan.regions.len());
         let mut failed = Vec::new();
-        if let Err(e) =
-            self.register_regions(conn, &mut plan, &pieces, bufs, &mut regs, &mut failed)
+        if let Err(e) = self.register_regions(conn, &mut plan, pieces, bufs, &mut regs, &mut failed)
         {
             // Registered pieces first, then the unregistered tail, so the
             // result buffers are put back together in order.
@@ -885,7 +886,7 @@ impl<D: Device> Shared<D> {
             restore(bufs, back);
             return Err(TransportError::Plan(e.to_string()));
         }
-        gather_into(&mut sbuf, inline, &pieces);
+        gather_into(&mut sbuf, inline, pieces);
         let report = initial_report(xid, &plan, total as u64, conn.neg.thresholds, retransmits);
         self.stats.counters.add_call(plan.kind);
         if let Some(c) = plan.header.chunks() {
@@ -903,7 +904,7 @@ impl<D: Device> Shared<D> {
         &self,
         conn: &Arc<Conn<D>>,
         plan: &mut CallPlan,
-        pieces: &[Bytes],
+        pieces: &[Piece],
         bufs: &mut [BytesMut],
         regs: &mut Vec<Reg<D>>,
         failed: &mut Vec<(usize, BytesMut)>,
@@ -918,7 +919,12 @@ impl<D: Device> Shared<D> {
             let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
             let (buffer, access) = match r.source {
                 RegionSource::CallItem { item } => (
-                    MrBuffer::Frozen(pieces.get(item).cloned().unwrap_or_default()),
+                    MrBuffer::Frozen(
+                        pieces
+                            .get(item)
+                            .map(|p| p.bytes().clone())
+                            .unwrap_or_default(),
+                    ),
                     Access::REMOTE_READ,
                 ),
                 RegionSource::CallPayload => {
@@ -1298,11 +1304,11 @@ fn shallow_clone(r: &Request) -> Request {
 }
 
 /// Appends the bytes of `spans` (items from `pieces`) to `out`.
-fn gather_into(out: &mut BytesMut, spans: &[Span], pieces: &[Bytes]) {
+fn gather_into(out: &mut BytesMut, spans: &[Span], pieces: &[Piece]) {
     for s in spans {
         match *s {
             Span::Item { item, offset, len } => {
-                let p = &pieces[item];
+                let p = pieces[item].bytes();
                 out.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
             }
             Span::Zeros(n) => out.resize(out.len() + n as usize, 0),

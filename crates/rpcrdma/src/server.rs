@@ -865,7 +865,10 @@ impl<D: Device> SConn<D> {
                 return Ok(());
             }
         };
-        let (pieces, items) = crate::ulb::stream_items(&reply);
+        // Item `i` of the plan is `pieces[i]` (borrowed: no clone, which
+        // would make a `Vec`-backed `Bytes` allocate to become shared).
+        let items = crate::ulb::stream_items(&reply);
+        let pieces = reply.pieces();
         let plan = match plan_reply(
             xid,
             grant,
@@ -897,13 +900,9 @@ impl<D: Device> SConn<D> {
         let mut sources: HashMap<usize, D::Mr> = HashMap::new();
         let mut extra: Vec<D::Mr> = Vec::new();
         let mut written = 0u64;
-        if let Err(e) = self.post_writes(
-            &plan.writes,
-            &pieces,
-            &mut sources,
-            &mut extra,
-            &mut written,
-        ) {
+        if let Err(e) =
+            self.post_writes(&plan.writes, pieces, &mut sources, &mut extra, &mut written)
+        {
             // Writes already posted may still gather from these sources:
             // keep them until a later work request completes.
             self.ep.hold(sources.into_values().chain(extra));
@@ -921,7 +920,7 @@ impl<D: Device> SConn<D> {
         for s in &plan.inline {
             match *s {
                 Span::Item { item, offset, len } => {
-                    let p = &pieces[item];
+                    let p = pieces[item].bytes();
                     b.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
                 }
                 Span::Zeros(n) => b.resize(b.len() + n as usize, 0),
@@ -950,7 +949,6 @@ impl<D: Device> SConn<D> {
         stats.counters.add_reply(plan.kind);
         stats.counters.add_chunk_bytes(read_bytes + written);
         drop(reply);
-        drop(pieces);
         let mut sinks = data;
         if call.reassembly.position_zero.is_some() {
             sinks.push(reduced);
@@ -964,7 +962,7 @@ impl<D: Device> SConn<D> {
     fn post_writes(
         &self,
         writes: &[rpcrdma_proto::reply::RdmaWrite],
-        pieces: &[Bytes],
+        pieces: &[oncrpc::Piece],
         sources: &mut HashMap<usize, D::Mr>,
         extra: &mut Vec<D::Mr>,
         written: &mut u64,
@@ -976,9 +974,12 @@ impl<D: Device> SConn<D> {
                     let lkey = match sources.get(&item) {
                         Some(m) => m.lkey(),
                         None => {
-                            let m = self
-                                .ep
-                                .register_source(pieces.get(item).cloned().unwrap_or_default())?;
+                            let m = self.ep.register_source(
+                                pieces
+                                    .get(item)
+                                    .map(|p| p.bytes().clone())
+                                    .unwrap_or_default(),
+                            )?;
                             let k = m.lkey();
                             sources.insert(item, m);
                             k

@@ -86,17 +86,14 @@ impl BindingLookup for Bindings {
 /// The pieces of an RPC message and their planning items (`Ddp` for a
 /// DDP-eligible item, `Xdr` for the rest), as the marshal and reply plans
 /// take them.
-pub(crate) fn stream_items(msg: &oncrpc::Payload) -> (Vec<bytes::Bytes>, Vec<Item>) {
-    let pieces = msg.pieces().iter().map(|p| p.bytes().clone()).collect();
-    let items = msg
-        .pieces()
+pub(crate) fn stream_items(msg: &oncrpc::Payload) -> Vec<Item> {
+    msg.pieces()
         .iter()
         .map(|p| match p {
             Piece::Xdr(b) => Item::Xdr(b.len() as u32),
             Piece::Ddp(b) => Item::Ddp(b.len() as u32),
         })
-        .collect();
-    (pieces, items)
+        .collect()
 }
 
 /// RDMATEST program and version, re-exported for convenience.

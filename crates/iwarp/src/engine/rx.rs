@@ -72,6 +72,9 @@ enum St {
 #[derive(Debug)]
 struct SglCursor {
     sgl: Vec<Sge>,
+    /// The list is the current receive's, lent for one Send segment and
+    /// given back at the next header (see [`Rx::on_header_inner`]).
+    recv: bool,
     idx: usize,
     off: u64,
     cached: Option<(usize, Arc<Region>)>,
@@ -86,6 +89,7 @@ impl SglCursor {
         }
         SglCursor {
             sgl,
+            recv: false,
             idx,
             off: pos,
             cached: None,
@@ -443,7 +447,14 @@ impl Rx {
             self.crc.update(&self.hdr[..self.hdr_need]);
         }
         self.st = St::Payload;
-        self.target = Target::Discard;
+        if let Target::Sgl(c) = std::mem::replace(&mut self.target, Target::Discard) {
+            // The receive's scatter list, lent to the last Send segment's
+            // cursor, goes back to the receive if it is still in progress
+            // (a receive completed by that segment dropped it).
+            if let (true, Some(cur)) = (c.recv, self.recv_cur.as_mut()) {
+                cur.sgl = c.sgl;
+            }
+        }
         self.pending = None;
         self.small_len = 0;
         self.repr = None;
@@ -582,10 +593,11 @@ impl Rx {
                         msn,
                     });
                 }
-                let Some(cur) = self.recv_cur.as_ref() else {
+                let Some(cur) = self.recv_cur.as_mut() else {
                     return;
                 };
-                let fail = |status| Some(self.sh.wc(cur.wr_id, status, WcOpcode::Recv, 0));
+                let wr_id = cur.wr_id;
+                let fail = |status| Some(self.sh.wc(wr_id, status, WcOpcode::Recv, 0));
                 if msn != cur.msn {
                     let wc = fail(WcStatus::LocalQpOperationError);
                     self.defer(TerminateCause::DdpMsnRange, wc);
@@ -596,7 +608,9 @@ impl Rx {
                     let wc = fail(WcStatus::LocalLengthError);
                     self.defer(TerminateCause::DdpMessageTooLong, wc);
                 } else if self.payload_len > 0 {
-                    let cursor = SglCursor::at(cur.sgl.clone(), cur.placed);
+                    // Lent, not cloned: no allocation per segment.
+                    let mut cursor = SglCursor::at(std::mem::take(&mut cur.sgl), cur.placed);
+                    cursor.recv = true;
                     self.target = Target::Sgl(cursor);
                 }
             }

@@ -85,6 +85,10 @@ pub struct Tx {
     rreq_msn: u32,
     cur: Option<OutMsg>,
     arena: BytesMut,
+    /// Copies of small pieces of mutable source buffers (see [`gather`]).
+    copies: BytesMut,
+    /// The piece list of the last finished message, emptied, for the next.
+    spare_pieces: Vec<Bytes>,
     finished: bool,
     rtr: Option<Rtr>,
 }
@@ -108,6 +112,8 @@ impl Tx {
             rreq_msn: 0,
             cur: None,
             arena: BytesMut::with_capacity(64 * 1024),
+            copies: BytesMut::new(),
+            spare_pieces: Vec::new(),
             finished: false,
             rtr,
         }
@@ -314,8 +320,9 @@ impl Tx {
                     _ => {
                         drop(g);
                         let opcode = wc_opcode(&wr.op);
-                        let pieces = match gather(&self.sh, &wr.sgl) {
-                            Ok(p) => p,
+                        let mut pieces = std::mem::take(&mut self.spare_pieces);
+                        match gather(&self.sh, &wr.sgl, &mut pieces, &mut self.copies) {
+                            Ok(()) => {}
                             Err(_) => {
                                 let wc =
                                     self.sh
@@ -553,7 +560,12 @@ impl Tx {
         }
     }
 
-    fn finish_message(&mut self, m: OutMsg) {
+    fn finish_message(&mut self, mut m: OutMsg) {
+        // The piece list serves the next message (no allocation per WR).
+        if m.pieces.capacity() <= SPARE_PIECES_MAX {
+            m.pieces.clear();
+            self.spare_pieces = std::mem::take(&mut m.pieces);
+        }
         if matches!(m.kind, Kind::Terminate) {
             self.finished = true;
             self.sh.lock().tx_closed = true;
@@ -611,10 +623,45 @@ fn slice_of(buf: &MrBuffer, range: core::ops::Range<usize>) -> Bytes {
     }
 }
 
-/// Resolves a gather list to payload pieces, checking each SGE against the
-/// QP's PD (local read needs no right).
-pub fn gather(sh: &QpShared, sgl: &[Sge]) -> Result<Vec<Bytes>, MemError> {
-    let mut pieces = Vec::with_capacity(sgl.len());
+/// Most capacity of a piece list kept for the next message.
+const SPARE_PIECES_MAX: usize = 16;
+
+/// Pieces of mutable buffers up to this size are copied into the
+/// transmitter's shared copy buffer instead of an allocation of their own.
+const SHARED_COPY_MAX: usize = 4096;
+
+/// How much the shared copy buffer grows by when full.
+const SHARED_COPY_CHUNK: usize = 64 * 1024;
+
+/// Like [`slice_of`], but a small piece of a mutable buffer is copied into
+/// `copies`, a buffer shared by many such copies (its storage is allocated
+/// once per [`SHARED_COPY_CHUNK`] bytes, not once per piece).
+fn slice_or_copy(buf: &MrBuffer, range: core::ops::Range<usize>, copies: &mut BytesMut) -> Bytes {
+    match buf {
+        MrBuffer::Frozen(b) => b.slice(range),
+        other if range.len() <= SHARED_COPY_MAX => {
+            if copies.capacity() - copies.len() < range.len() {
+                copies.reserve(SHARED_COPY_CHUNK);
+            }
+            copies.extend_from_slice(&other.as_slice()[range]);
+            copies.split().freeze()
+        }
+        other => Bytes::copy_from_slice(&other.as_slice()[range]),
+    }
+}
+
+/// Resolves a gather list to payload pieces appended to `pieces`, checking
+/// each SGE against the QP's PD (local read needs no right). Bytes of
+/// mutable buffers are copied (the WR owns them only until it completes);
+/// small copies go to `copies` (see [`slice_or_copy`]).
+pub fn gather(
+    sh: &QpShared,
+    sgl: &[Sge],
+    pieces: &mut Vec<Bytes>,
+    copies: &mut BytesMut,
+) -> Result<(), MemError> {
+    pieces.clear();
+    pieces.reserve(sgl.len());
     for sge in sgl {
         if sge.length == 0 {
             continue;
@@ -630,9 +677,9 @@ pub fn gather(sh: &QpShared, sgl: &[Sge]) -> Result<Vec<Bytes>, MemError> {
             u64::from(sge.length),
         )?;
         let buf = st.buffer.as_ref().ok_or(MemError::InvalidStag)?;
-        pieces.push(slice_of(buf, range));
+        pieces.push(slice_or_copy(buf, range, copies));
     }
-    Ok(pieces)
+    Ok(())
 }
 
 /// A complete Terminate FPDU (for errors outside a running engine, e.g. an

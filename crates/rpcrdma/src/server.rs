@@ -427,6 +427,19 @@ fn run_calls<D: Device>(calls: impl Iterator<Item = CatchPanic<D>>) {
     }
 }
 
+/// What [`SConn::pull_chunks`] brings: the reduced stream, the data
+/// chunks, their byte count, and the read-budget permits, held until the
+/// call is done with the sinks.
+struct Pulled {
+    reduced: Bytes,
+    data: Vec<Bytes>,
+    read_bytes: u64,
+    _budget: Option<(
+        tokio::sync::OwnedSemaphorePermit,
+        tokio::sync::OwnedSemaphorePermit,
+    )>,
+}
+
 /// A Read chunk being pulled.
 struct PendingRead<M> {
     /// One sink region per RDMA Read (per segment), in chunk order.
@@ -499,7 +512,7 @@ impl<D: Device> SConn<D> {
         match verdict {
             CallVerdict::Deliver(call) => {
                 let xid = call.header.xid;
-                if let Err(e) = self.process(&msg, *call, grant, slot).await {
+                if let Err(e) = self.process(&msg, call, grant, slot).await {
                     self.on_failed_call(xid, grant, slot, &e);
                 }
             }
@@ -552,6 +565,13 @@ impl<D: Device> SConn<D> {
     }
 
     /// Sends a header plus inline bytes (error replies).
+    /// Answers RDMA_ERROR/ERR_CHUNK (RFC 8166 §4.5: the Responder cannot
+    /// convey the reply, or cannot pull the call's chunks).
+    fn send_err_chunk(&self, xid: u32, grant: u32, slot: &AtomicBool) {
+        let h = HeaderRepr::error(xid, RPCRDMA_VERSION, grant, ErrorBody::Chunk);
+        self.send_plain(&h, &[], slot);
+    }
+
     fn send_plain(&self, h: &HeaderRepr, body: &[u8], slot: &AtomicBool) {
         let hl = h.buffer_len();
         let mut b = BytesMut::with_capacity(hl + body.len());
@@ -722,43 +742,22 @@ impl<D: Device> SConn<D> {
         Ok(data.freeze())
     }
 
-    async fn process(
+    /// Pulls a call's Read chunks (RFC 8166 §3.5.3), within the read
+    /// budgets: the reduced stream (inline, or the Position-Zero chunk's
+    /// data) and each data chunk. `Ok(None)`: the call was answered here
+    /// (ERR_CHUNK, or the verdict on a Long Call's payload).
+    async fn pull_chunks(
         self: &Arc<Self>,
         msg: &Bytes,
-        mut call: ReceivedCall<'_>,
+        call: &mut ReceivedCall<'_>,
+        list: &ReadList<'_>,
         grant: u32,
         slot: &AtomicBool,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Option<Pulled>, TransportError> {
         let srv = &self.srv;
         let stats = &srv.stats;
-        let xid = call.header.xid;
-        let Some(chunks) = call.header.chunks().copied() else {
-            return Ok(());
-        };
-        let list = chunks.read_list;
-        stats.counters.add_received_chunks(&call.header);
-        let kind = if call.reassembly.position_zero.is_some() {
-            CallKind::Long
-        } else if !call.reassembly.chunks.is_empty() {
-            CallKind::Chunked
-        } else {
-            CallKind::Short
-        };
-        stats.counters.add_call(kind);
         let max = srv.config.max_region_len as u64;
-        let err_chunk = HeaderRepr::error(
-            xid,
-            RPCRDMA_VERSION,
-            grant,
-            rpcrdma_proto::wire::ErrorBody::Chunk,
-        );
         let mut read_bytes = 0u64;
-        // Negotiated ORD 0: this connection cannot pull any Read chunk.
-        if self.no_reads && list.segments().next().is_some() {
-            stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_plain(&err_chunk, &[], slot);
-            return Ok(());
-        }
         // Never allocate beyond the connection's read budget on a peer's say-so.
         let need: u64 = call
             .reassembly
@@ -769,8 +768,8 @@ impl<D: Device> SConn<D> {
             .sum();
         if need > self.read_budget_units || need > srv.read_budget_units {
             stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_plain(&err_chunk, &[], slot);
-            return Ok(());
+            self.send_err_chunk(call.header.xid, grant, slot);
+            return Ok(None);
         }
         // The connection's share first, then the server's: a connection
         // waits for its own calls before it competes with the others.
@@ -796,16 +795,16 @@ impl<D: Device> SConn<D> {
             Some(pz) => {
                 if pz.len > max {
                     stats.counters.add_action(Action::ReplyErrChunk);
-                    self.send_plain(&err_chunk, &[], slot);
-                    return Ok(());
+                    self.send_err_chunk(call.header.xid, grant, slot);
+                    return Ok(None);
                 }
-                let p = self.start_read(&list, &pz).await?;
+                let p = self.start_read(list, &pz).await?;
                 let b = self.finish_read(p).await?;
                 read_bytes += b.len() as u64;
                 if let Err(v) = call.check_payload(&b, &srv.bindings, grant) {
                     stats.counters.add_action(v.action());
                     self.answer_verdict(v, grant, slot);
-                    return Ok(());
+                    return Ok(None);
                 }
                 b
             }
@@ -814,12 +813,12 @@ impl<D: Device> SConn<D> {
         // Data chunks (sizes already checked against the binding).
         if call.reassembly.chunks.iter().any(|c| c.len > max) {
             stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_plain(&err_chunk, &[], slot);
-            return Ok(());
+            self.send_err_chunk(call.header.xid, grant, slot);
+            return Ok(None);
         }
         let mut pending = Vec::with_capacity(call.reassembly.chunks.len());
         for c in &call.reassembly.chunks {
-            match self.start_read(&list, c).await {
+            match self.start_read(list, c).await {
                 Ok(p) => pending.push(p),
                 Err(e) => {
                     // Earlier chunks' Reads are in flight: keep their sinks.
@@ -834,6 +833,67 @@ impl<D: Device> SConn<D> {
             read_bytes += b.len() as u64;
             data.push(b);
         }
+        Ok(Some(Pulled {
+            reduced,
+            data,
+            read_bytes,
+            _budget,
+        }))
+    }
+
+    async fn process(
+        self: &Arc<Self>,
+        msg: &Bytes,
+        // Boxed as the verdict had it: a call's future stays small.
+        mut call: Box<ReceivedCall<'_>>,
+        grant: u32,
+        slot: &AtomicBool,
+    ) -> Result<(), TransportError> {
+        let srv = &self.srv;
+        let stats = &srv.stats;
+        let xid = call.header.xid;
+        let Some(chunks) = call.header.chunks().copied() else {
+            return Ok(());
+        };
+        let list = chunks.read_list;
+        stats.counters.add_received_chunks(&call.header);
+        let kind = if call.reassembly.position_zero.is_some() {
+            CallKind::Long
+        } else if !call.reassembly.chunks.is_empty() {
+            CallKind::Chunked
+        } else {
+            CallKind::Short
+        };
+        stats.counters.add_call(kind);
+        // Negotiated ORD 0: this connection cannot pull any Read chunk.
+        if self.no_reads && list.segments().next().is_some() {
+            stats.counters.add_action(Action::ReplyErrChunk);
+            self.send_err_chunk(xid, grant, slot);
+            return Ok(());
+        }
+        // The Read chunks are pulled in a future of their own, boxed: most
+        // calls have none, and their future (allocated per call) stays
+        // small without the states of the RDMA Reads.
+        let pulled =
+            if call.reassembly.position_zero.is_some() || !call.reassembly.chunks.is_empty() {
+                match Box::pin(self.pull_chunks(msg, &mut call, &list, grant, slot)).await? {
+                    Some(p) => p,
+                    None => return Ok(()),
+                }
+            } else {
+                Pulled {
+                    reduced: msg.slice(call.header.header_len.min(msg.len())..),
+                    data: Vec::new(),
+                    read_bytes: 0,
+                    _budget: None,
+                }
+            };
+        let Pulled {
+            reduced,
+            data,
+            read_bytes,
+            _budget,
+        } = pulled;
         // The call, with DDP-eligible arguments where they were placed.
         let mut args = Payload::new();
         for piece in &call.reassembly.pieces {
@@ -861,7 +921,7 @@ impl<D: Device> SConn<D> {
                 // completes the requester's call and frees its credit.
                 tracing::debug!(xid, ?reason, "RPC message is not a call; ERR_CHUNK");
                 stats.counters.add_action(Action::ReplyErrChunk);
-                self.send_plain(&err_chunk, &[], slot);
+                self.send_err_chunk(xid, grant, slot);
                 return Ok(());
             }
         };
@@ -893,7 +953,7 @@ impl<D: Device> SConn<D> {
                 "reply needs too many RDMA Writes: ERR_CHUNK"
             );
             stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_plain(&err_chunk, &[], slot);
+            self.send_err_chunk(xid, grant, slot);
             return Ok(());
         }
         // RDMA Writes into the Write chunks and the Reply chunk.

@@ -69,5 +69,5 @@ pub mod wire;
 pub use rdma_verbs;
 
 pub use cq::Cq;
-pub use device::{Config, ConnRequest, Device, Listener, Mr, Pd, Qp};
+pub use device::{Config, ConnRequest, Device, Listener, Mr, Pd, Qp, DEFAULT_SEND_BUFFER};
 pub use handshake::MpaConfig;

@@ -1148,3 +1148,37 @@ async fn batch_of_sends_goes_out_in_one_write() {
         assert_eq!(next(&a.cq).await.wr_id, send);
     }
 }
+
+/// `Config::send_buffer` reaches the socket of both ends (Linux reports
+/// twice the value asked, capped at `net.core.wmem_max`); `None` leaves
+/// the kernel's own size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_buffer_is_set_on_both_ends() {
+    let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    let asked = 300_000;
+    let want = 2 * asked.min(wmem_max);
+    let cfg = Config {
+        send_buffer: Some(asked),
+        ..Config::default()
+    };
+    let (a, b) = (end(cfg.clone()), end(cfg));
+    assert_eq!(a.qp.send_buffer_size(), None, "not connected yet");
+    connect(&a, &b, 1).await;
+    assert_eq!(a.qp.send_buffer_size(), Some(want));
+    assert_eq!(b.qp.send_buffer_size(), Some(want));
+    assert_eq!(
+        Config::default().send_buffer,
+        Some(iwarp::DEFAULT_SEND_BUFFER)
+    );
+    let auto = Config {
+        send_buffer: None,
+        ..Config::default()
+    };
+    let (a, b) = (end(auto.clone()), end(auto));
+    connect(&a, &b, 1).await;
+    let got = a.qp.send_buffer_size().expect("connected");
+    assert_ne!(got, want, "autotuned, not the size asked elsewhere");
+}

@@ -36,6 +36,11 @@ pub struct ClientConfig {
     pub default_timeout: Option<Duration>,
     /// How long [`TcpChannel::connect_with`] may take.
     pub connect_timeout: Duration,
+    /// Send buffer asked for the socket (see [`crate::io::set_send_buffer`];
+    /// default [`crate::io::DEFAULT_SEND_BUFFER`]); `None`: the kernel's
+    /// autotuning. Paths with a bandwidth-delay product above ~1 MiB want
+    /// more.
+    pub send_buffer: Option<usize>,
 }
 
 impl Default for ClientConfig {
@@ -45,6 +50,7 @@ impl Default for ClientConfig {
             max_fragment_size: DEFAULT_MAX_FRAGMENT_SIZE,
             default_timeout: Some(Duration::from_secs(30)),
             connect_timeout: Duration::from_secs(10),
+            send_buffer: Some(crate::io::DEFAULT_SEND_BUFFER),
         }
     }
 }
@@ -133,6 +139,7 @@ impl TcpChannel {
     /// Must be called within a tokio runtime.
     pub fn from_stream(stream: TcpStream, config: ClientConfig) -> io::Result<Self> {
         stream.set_nodelay(true)?;
+        crate::io::set_send_buffer(&stream, config.send_buffer);
         let local = stream.local_addr()?;
         let peer = stream.peer_addr()?;
         let shared = Arc::new(Shared {

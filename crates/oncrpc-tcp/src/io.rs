@@ -14,6 +14,31 @@ const MIN_READ: usize = 16 * 1024;
 /// Most slices passed to one `writev` (well under Linux's IOV_MAX of 1024).
 const MAX_IOVECS: usize = 64;
 
+/// The default send buffer of a connection's socket
+/// ([`ClientConfig::send_buffer`](crate::ClientConfig::send_buffer),
+/// [`ServerConfig::send_buffer`](crate::ServerConfig::send_buffer)): 512 KiB
+/// asked, 1 MiB in effect on Linux. The same policy and value as the
+/// software iWARP provider (`iwarp::DEFAULT_SEND_BUFFER`, where the
+/// measurements are), so that RPC over TCP and RPC-over-RDMA are compared
+/// on equal sockets. On the test VM it made 1 MiB PUT/GET over TCP 25–45%
+/// faster than the kernel's autotuning (which grows a busy loopback
+/// socket's buffer to 4 MiB).
+pub const DEFAULT_SEND_BUFFER: usize = 512 * 1024;
+
+/// Asks for a send buffer of `bytes` on `stream` (`SO_SNDBUF`; Linux
+/// doubles it, caps it at `net.core.wmem_max` and stops autotuning it);
+/// `None` leaves the kernel's autotuning. Returns the size the kernel
+/// reports afterwards.
+pub fn set_send_buffer(stream: &tokio::net::TcpStream, bytes: Option<usize>) -> Option<usize> {
+    let sock = socket2::SockRef::from(stream);
+    if let Some(n) = bytes {
+        if let Err(e) = sock.set_send_buffer_size(n) {
+            tracing::debug!(error = %e, bytes = n, "setting the send buffer failed");
+        }
+    }
+    sock.send_buffer_size().ok()
+}
+
 /// Why reading a record failed. Either way the stream must be closed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -176,5 +201,33 @@ mod tests {
         assert_eq!(&chain[0][..], b"de");
         advance_chain(&mut chain, 2);
         assert!(chain.is_empty());
+    }
+
+    /// The size asked reaches the socket (Linux reports twice the value,
+    /// capped at `net.core.wmem_max`); `None` changes nothing.
+    #[tokio::test]
+    async fn send_buffer_is_set() {
+        let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(usize::MAX);
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let before = set_send_buffer(&a, None).unwrap();
+        let asked = 300_000;
+        let want = 2 * asked.min(wmem_max);
+        assert_ne!(before, want);
+        assert_eq!(set_send_buffer(&a, Some(asked)), Some(want));
+        assert_eq!(set_send_buffer(&a, None), Some(want));
+        assert_eq!(
+            crate::ClientConfig::default().send_buffer,
+            Some(DEFAULT_SEND_BUFFER)
+        );
+        assert_eq!(
+            crate::ServerConfig::default().send_buffer,
+            Some(DEFAULT_SEND_BUFFER)
+        );
     }
 }

@@ -72,6 +72,10 @@ pub struct ServerConfig {
     /// this long is closed (also bounds how long a peer may hold a
     /// half-sent record). `None`: never.
     pub idle_timeout: Option<Duration>,
+    /// Send buffer asked for each accepted socket (see
+    /// [`crate::io::set_send_buffer`]; default
+    /// [`crate::io::DEFAULT_SEND_BUFFER`]); `None`: the kernel's autotuning.
+    pub send_buffer: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -83,6 +87,7 @@ impl Default for ServerConfig {
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(5),
             idle_timeout: Some(Duration::from_secs(300)),
+            send_buffer: Some(crate::io::DEFAULT_SEND_BUFFER),
         }
     }
 }
@@ -229,6 +234,7 @@ async fn serve_connection<S: RecordService>(
     if let Err(e) = stream.set_nodelay(true) {
         debug!(error = %e, "set_nodelay failed");
     }
+    crate::io::set_send_buffer(&stream, config.send_buffer);
     debug!("connection accepted");
     let (read_half, write_half) = stream.into_split();
     let mut reader = RecordReader::new(read_half, config.limits);

@@ -115,6 +115,9 @@ pub struct QpInner {
     pub local_addr: Option<SocketAddr>,
     /// Peer address once connected.
     pub peer_addr: Option<SocketAddr>,
+    /// The TCP socket's send buffer (`SO_SNDBUF` as the kernel reports
+    /// it) once in RDMA mode.
+    pub send_buffer: Option<usize>,
     /// The transmit half finished (Terminate sent or orderly close).
     pub tx_closed: bool,
 }
@@ -179,6 +182,7 @@ impl QpShared {
                 tx_gate_open: true,
                 local_addr: None,
                 peer_addr: None,
+                send_buffer: None,
                 tx_closed: false,
             }),
             stopped: AtomicBool::new(false),

@@ -1,7 +1,8 @@
 //! The Requester: [`RdmaClient`], an [`oncrpc::Channel`] over RPC-over-RDMA.
 //!
 //! Per call (RFC 8166 §3.5, architecture "Flow of a GET"):
-//! 1. the call message is described as [`Item`]s — DDP-eligible arguments
+//! 1. the call message is described as
+//!    [`Item`](rpcrdma_proto::stream::Item)s — DDP-eligible arguments
 //!    (the `Ddp` pieces of the arguments that the Upper-Layer Binding
 //!    declares eligible) and XDR runs — and the expected reply as a
 //!    [`ReplyShape`]: one Write chunk per caller result buffer (capped by

@@ -96,8 +96,8 @@ impl Fabric {
             .store(n.saturating_add(1), Ordering::Relaxed);
     }
 
-    /// Fault injection for tests, as [`refuse_rdma_write_after`]
-    /// (Self::refuse_rdma_write_after) for Sends (and Sends with
+    /// Fault injection for tests, as
+    /// [`refuse_rdma_write_after`](Self::refuse_rdma_write_after) for Sends (and Sends with
     /// Invalidate): after `n` more Send posts succeed, the next one is
     /// refused with [`VerbsError::QueueFull`]. Refuses one post, then none.
     pub fn refuse_send_after(&self, n: u32) {

@@ -653,7 +653,8 @@ fn slice_or_copy(buf: &MrBuffer, range: core::ops::Range<usize>, copies: &mut By
 /// Resolves a gather list to payload pieces appended to `pieces`, checking
 /// each SGE against the QP's PD (local read needs no right). Bytes of
 /// mutable buffers are copied (the WR owns them only until it completes);
-/// small copies go to `copies` (see [`slice_or_copy`]).
+/// small copies (up to 4 KiB each) go to `copies`, a buffer shared by
+/// many of them and allocated 64 KiB at a time.
 pub fn gather(
     sh: &QpShared,
     sgl: &[Sge],

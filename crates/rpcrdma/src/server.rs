@@ -564,7 +564,6 @@ impl<D: Device> SConn<D> {
         }
     }
 
-    /// Sends a header plus inline bytes (error replies).
     /// Answers RDMA_ERROR/ERR_CHUNK (RFC 8166 §4.5: the Responder cannot
     /// convey the reply, or cannot pull the call's chunks).
     fn send_err_chunk(&self, xid: u32, grant: u32, slot: &AtomicBool) {
@@ -572,6 +571,7 @@ impl<D: Device> SConn<D> {
         self.send_plain(&h, &[], slot);
     }
 
+    /// Sends a header plus inline bytes (error replies).
     fn send_plain(&self, h: &HeaderRepr, body: &[u8], slot: &AtomicBool) {
         let hl = h.buffer_len();
         let mut b = BytesMut::with_capacity(hl + body.len());

@@ -10,7 +10,7 @@
 //! the order printed; `PERF_MULPDU=32734` overrides the MULPDU, which is
 //! otherwise derived from the loopback EMSS, 65483 → 65474; `PERF_COPY=1`
 //! turns direct placement off: large staged reads plus one copy;
-//! `PERF_READ_AHEAD=1` turns on the read-ahead of Read Responses;
+//! `PERF_READ_AHEAD=0` turns off the read-ahead of Read Responses (on by default);
 //! `PERF_THREADS=1` runs everything on one tokio worker instead of 2, which
 //! shows the single-core costs: there the TCP stream is cache-hot and RDMA
 //! receives pay a window-update ACK per 64 KiB FPDU read).
@@ -55,8 +55,9 @@ async fn pair(crc: bool, ord: u16) -> (End, End) {
             .and_then(|v| v.parse().ok()),
         // PERF_COPY=1: staged reads plus one copy instead of direct placement.
         direct_placement: std::env::var_os("PERF_COPY").is_none_or(|v| v != "1"),
-        // PERF_READ_AHEAD=1: Read Responses read several segments at a time.
-        read_ahead: std::env::var_os("PERF_READ_AHEAD").is_some_and(|v| v == "1"),
+        // PERF_READ_AHEAD=0: Read Responses read one segment at a time
+        // (the default reads several at a time).
+        read_ahead: std::env::var_os("PERF_READ_AHEAD").is_none_or(|v| v != "0"),
         ..Config::default()
     };
     let mk = |dev: &Device| {

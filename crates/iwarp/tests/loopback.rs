@@ -1040,11 +1040,12 @@ async fn write_and_read_with_staged_copy_placement() {
     roundtrips_with(cfg, &[1, 70_000, 4 << 20]).await;
 }
 
-/// The read-ahead of Read Responses (off by default) over real sockets.
+/// Read Responses read one segment at a time (read-ahead, the default,
+/// turned off) over real sockets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn write_and_read_with_read_ahead() {
+async fn write_and_read_without_read_ahead() {
     let cfg = Config {
-        read_ahead: true,
+        read_ahead: false,
         ..Config::default()
     };
     roundtrips_with(cfg, &[1, 70_000, 4 << 20, 16 << 20]).await;

@@ -220,9 +220,13 @@ impl Rx {
 
     /// Reads RDMA Read Responses ahead: several segments per read, each
     /// payload straight into the Read's own sink (`place_read_ahead`). Off
-    /// by default: on the 2-core loopback test machine it cut `recvmsg`
-    /// calls per MiB from ~18 to ~7 but lowered RDMA Read throughput
-    /// (median of 5 interleaved runs 3.1 GB/s with it, 3.4 GB/s without).
+    /// unless set; the device sets it from `Config::read_ahead`, on by
+    /// default. It cuts `recvmsg` calls per MiB from ~18 to ~7. Measured on
+    /// the 2-core loopback test machine with the 512 KiB send buffer
+    /// (`PERF_ONLY=2 PERF_MIB=1024 PERF_ROUNDS=2 cargo bench -p iwarp
+    /// --bench perf`, three alternating runs each): RDMA Read 6.4–7.0 GB/s
+    /// at 250–260 ms/GiB with it, 3.9–4.8 GB/s at 350–420 ms/GiB without.
+    /// (Before the send buffer it measured slower: 3.1 against 3.4 GB/s.)
     pub fn set_read_ahead(&mut self, on: bool) {
         self.read_ahead = on;
     }

@@ -44,8 +44,8 @@ pub struct Config {
     pub direct_placement: bool,
     /// Read RDMA Read Responses ahead, several segments per `recvmsg`
     /// straight into the Read's sink (with direct placement only). On by
-    /// default: ~7 instead of ~18 `recvmsg` per MiB, and since the send
-    /// buffer default ([`DEFAULT_SEND_BUFFER`]) clearly faster on the
+    /// default: ~7 instead of ~18 `recvmsg` per MiB; with the send buffer
+    /// default ([`DEFAULT_SEND_BUFFER`]) it was faster or equal on the
     /// loopback test machine (see `engine::rx::Rx::set_read_ahead`).
     pub read_ahead: bool,
     /// Write this device's own traffic (MPA exchange and FPDUs, both

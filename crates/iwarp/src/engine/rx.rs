@@ -225,8 +225,10 @@ impl Rx {
     /// the 2-core loopback test machine with the 512 KiB send buffer
     /// (`PERF_ONLY=2 PERF_MIB=1024 PERF_ROUNDS=2 cargo bench -p iwarp
     /// --bench perf`, three alternating runs each): RDMA Read 6.4–7.0 GB/s
-    /// at 250–260 ms/GiB with it, 3.9–4.8 GB/s at 350–420 ms/GiB without.
-    /// (Before the send buffer it measured slower: 3.1 against 3.4 GB/s.)
+    /// at 250–260 ms/GiB with it, 3.9–4.8 GB/s at 350–420 ms/GiB without;
+    /// a later check with the host in a faster state had both at 6.5–6.9
+    /// GB/s. (Before the send buffer it measured slower: 3.1 against 3.4
+    /// GB/s.)
     pub fn set_read_ahead(&mut self, on: bool) {
         self.read_ahead = on;
     }

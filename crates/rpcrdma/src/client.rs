@@ -585,11 +585,14 @@ impl<D: Device> Shared<D> {
             }
             Some(sent) => {
                 slot.tx = None;
-                // Invalidate now: a late RDMA Write must not reach buffers
-                // we no longer own (it will fail and break the connection).
-                for r in sent.regions.drain(..) {
-                    drop(r.mr.deregister());
-                }
+                // The registrations stay until the reply comes (`finish`),
+                // the connection ends (`conn_lost`) or the client closes.
+                // The responder may still be moving this call's data, and
+                // the regions own their buffers, so a late RDMA Write lands
+                // in memory nobody reads and a late Read finds what the
+                // caller handed over. Deregistering here made each of
+                // those a protection error that broke the connection for
+                // every other call (review G2).
                 sent.gen
             }
         };
@@ -671,7 +674,15 @@ impl<D: Device> Shared<D> {
                     drop(st);
                     let send = SendOp::Send { solicited: false };
                     if let Err(e) = conn.ep.post_send_msg(send, p.send, Vec::new()) {
-                        self.send_failed(&conn, xid, e);
+                        if self.send_failed(&conn, xid, e) {
+                            // The QP is down and `conn_lost` has not run
+                            // yet: every further post would fail the same
+                            // way. Stop here (review G1: looping made a
+                            // busy loop that starved the completion task);
+                            // `conn_lost` retransmits the queue on a new
+                            // connection.
+                            return;
+                        }
                     }
                 }
                 (slot, Ok(p)) => {
@@ -722,14 +733,17 @@ impl<D: Device> Shared<D> {
         }
     }
 
-    /// Posting the Send of `xid` failed.
-    fn send_failed(self: &Arc<Self>, conn: &Arc<Conn<D>>, xid: u32, e: VerbsError) {
+    /// Posting the Send of `xid` failed. True if the QP is no longer
+    /// connected (the call, if still wanted, is queued again): the caller
+    /// must stop sending on `conn`.
+    fn send_failed(self: &Arc<Self>, conn: &Arc<Conn<D>>, xid: u32, e: VerbsError) -> bool {
+        let down = conn.ep.qp.state() != QpState::Connected;
         let mut st = lock(&self.state);
         let Some(slot) = st.calls.get_mut(&xid) else {
-            return;
+            return down;
         };
         if slot.sent.as_ref().is_none_or(|s| s.gen != conn.gen) {
-            return;
+            return down;
         }
         let sent = slot.sent.take().expect("checked");
         let mut bufs = Vec::new();
@@ -739,7 +753,7 @@ impl<D: Device> Shared<D> {
         if same {
             st.credits.release();
         }
-        if conn.ep.qp.state() != QpState::Connected {
+        if down {
             // conn_lost will not see this call any more: requeue it here.
             st.queue.push_front(xid);
         } else if let Some(s) = st.calls.remove(&xid) {
@@ -747,6 +761,7 @@ impl<D: Device> Shared<D> {
                 let _ = tx.send(Err(TransportError::from(e).into_rpc()));
             }
         }
+        down
     }
 
     /// Plans and registers one call and builds its Send (no lock held).
@@ -1075,7 +1090,7 @@ impl<D: Device> Shared<D> {
             .local_invalidations
             .fetch_add(to_invalidate as u64, Relaxed);
         let Some(tx) = slot.tx else {
-            // Abandoned: regions were released when the caller gave up.
+            // Abandoned: nobody waits for the result; release the regions.
             for r in regions {
                 drop(r.mr.deregister());
             }

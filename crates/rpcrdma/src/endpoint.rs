@@ -479,9 +479,16 @@ impl<D: Device> Endpoint<D> {
             // Kept even when the post failed: earlier work requests of the
             // same message (RDMA Writes) may still gather from them.
             d.mrs.extend(mrs);
-            d.pooled.extend(pooled);
             if r.is_ok() {
+                d.pooled.extend(pooled);
                 d.count += 1;
+            } else {
+                // A pooled send buffer holds only this Send's own bytes and
+                // no posted work request refers to it: back to the pool
+                // rather than kept with the deferred registrations (review
+                // G1: a failed post per call used to keep one each).
+                drop(d);
+                self.recycle_send_buffers(pooled);
             }
             return r;
         }

@@ -618,9 +618,9 @@ impl<D: Device> SConn<D> {
                 sink.split_to((s.length as usize).min(sink.len()))
             };
             if let Err(e) = self.post_read(&mut p, piece, s).await {
-                // Reads already posted still place into their sinks: keep
-                // those registered until a later completion (review F5).
-                self.ep.hold(std::mem::take(&mut p.mrs));
+                // Reads already posted still place into their sinks
+                // (review F5): wait for them before the sinks go.
+                self.settle_reads([p]).await;
                 return Err(e);
             }
         }
@@ -705,6 +705,36 @@ impl<D: Device> SConn<D> {
                 held += m.capacity();
                 pool.push(m);
             }
+        }
+    }
+
+    /// A call that cannot go on still has RDMA Reads in flight: waits until
+    /// they have completed or been flushed before their sinks are released
+    /// and the call is answered (review G4). A sink released at the next
+    /// signaled completion instead could go before its Read's response
+    /// (iWARP completes a Send when it is transmitted, a Read only when its
+    /// response has arrived), which kills the connection; and an answer
+    /// sent while the Reads are out lets the requester invalidate their
+    /// sources under them. At most [`RdmaConfig::read_timeout`]; on expiry
+    /// the connection is closed and the sinks kept until it ends.
+    async fn settle_reads(&self, pending: impl IntoIterator<Item = PendingRead<D::Mr>>) {
+        let deadline = tokio::time::Instant::now() + self.srv.config.read_timeout;
+        let mut sinks = Vec::new();
+        let mut timed_out = false;
+        for p in pending {
+            sinks.extend(p.mrs);
+            for rx in p.done {
+                // A dropped sender means the work request was flushed.
+                if !timed_out && tokio::time::timeout_at(deadline, rx).await.is_err() {
+                    timed_out = true;
+                }
+            }
+        }
+        if timed_out {
+            self.srv.stats.read_timeouts.fetch_add(1, Relaxed);
+            tracing::warn!(peer = %self.peer, "RDMA Reads timed out; closing");
+            self.ep.qp.disconnect();
+            self.ep.hold(sinks);
         }
     }
 
@@ -821,8 +851,8 @@ impl<D: Device> SConn<D> {
             match self.start_read(list, c).await {
                 Ok(p) => pending.push(p),
                 Err(e) => {
-                    // Earlier chunks' Reads are in flight: keep their sinks.
-                    self.ep.hold(pending.into_iter().flat_map(|p| p.mrs));
+                    // Earlier chunks' Reads are in flight: wait for them.
+                    self.settle_reads(pending).await;
                     return Err(e);
                 }
             }

@@ -89,9 +89,14 @@ pub struct RdmaConfig {
     /// Responder: RDMA connections open at once; connection requests beyond
     /// it are rejected (default 1024, like `oncrpc-tcp`).
     pub max_connections: usize,
-    /// Responder: longest wait for the RDMA Reads of one call; on expiry
-    /// the connection is closed (a peer that never answers a Read must not
-    /// hold its read sinks forever; default 60 s).
+    /// Responder: longest time a connection's outstanding RDMA Reads may
+    /// make no progress (no Read posted or completed on it); then the
+    /// connection is closed. A peer that never answers a Read must not hold
+    /// its read sinks and the server-wide read budget (which other
+    /// connections' calls wait for) for long; a slow transfer that keeps
+    /// completing Reads is never cut. Default 15 s, half the default
+    /// [`call_timeout`](Self::call_timeout), so that a call queued behind a
+    /// stalled connection's Reads still completes in time.
     pub read_timeout: Duration,
 }
 
@@ -116,7 +121,7 @@ impl Default for RdmaConfig {
             max_read_bytes: 1 << 30,
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
-            read_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(15),
         }
     }
 }

@@ -71,8 +71,9 @@ pub struct ServerStats {
     /// Connection requests rejected because
     /// [`RdmaConfig::max_connections`] were open.
     pub connections_rejected: AtomicU64,
-    /// Connections closed because a call's RDMA Reads did not complete
-    /// within [`RdmaConfig::read_timeout`].
+    /// Waits for RDMA Reads given up because their connection's Reads
+    /// made no progress for [`RdmaConfig::read_timeout`] (the connection
+    /// is then closed; several calls of one connection may each count).
     pub read_timeouts: AtomicU64,
     /// Calls whose handling panicked (their connections were closed).
     pub call_panics: AtomicU64,
@@ -128,6 +129,9 @@ struct SConn<D: Device> {
     posted: u32,
     srv: Arc<SrvShared<D>>,
     peer: SocketAddr,
+    /// When an RDMA Read was last posted or completed on this connection
+    /// (see [`RdmaConfig::read_timeout`]).
+    read_progress: Arc<Mutex<tokio::time::Instant>>,
 }
 
 /// An RPC-over-RDMA server (the Responder). Cheap to clone.
@@ -356,6 +360,7 @@ impl<D: Device> SrvShared<D> {
             posted: grant,
             srv: self.clone(),
             peer,
+            read_progress: Arc::new(Mutex::new(tokio::time::Instant::now())),
         }))
     }
 }
@@ -441,6 +446,16 @@ struct Pulled {
 }
 
 /// A Read chunk being pulled.
+/// How waiting for one RDMA Read ended.
+enum ReadWait {
+    Done(rdma_verbs::WorkCompletion),
+    /// The work request was flushed (the connection ended).
+    Flushed,
+    /// The connection's Reads made no progress for
+    /// [`RdmaConfig::read_timeout`]; it is being closed.
+    Stalled,
+}
+
 struct PendingRead<M> {
     /// One sink region per RDMA Read (per segment), in chunk order.
     mrs: Vec<M>,
@@ -647,6 +662,8 @@ impl<D: Device> SConn<D> {
             .await
             .map_err(|_| TransportError::ConnectionLost)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let progress = self.read_progress.clone();
+        *lock(&progress) = tokio::time::Instant::now();
         let wr = SendWr::read(
             0,
             vec![Sge::new(mr.lkey(), 0, s.length)],
@@ -661,6 +678,7 @@ impl<D: Device> SConn<D> {
             Vec::new(),
             Some(Box::new(move |wc| {
                 drop(permit);
+                *lock(&progress) = tokio::time::Instant::now();
                 let _ = tx.send(wc);
             })),
         )?;
@@ -715,43 +733,68 @@ impl<D: Device> SConn<D> {
     /// (iWARP completes a Send when it is transmitted, a Read only when its
     /// response has arrived), which kills the connection; and an answer
     /// sent while the Reads are out lets the requester invalidate their
-    /// sources under them. At most [`RdmaConfig::read_timeout`]; on expiry
-    /// the connection is closed and the sinks kept until it ends.
+    /// sources under them. If the connection's Reads stall (see
+    /// [`RdmaConfig::read_timeout`]) it is closed and the sinks are kept
+    /// until it ends.
     async fn settle_reads(&self, pending: impl IntoIterator<Item = PendingRead<D::Mr>>) {
-        let deadline = tokio::time::Instant::now() + self.srv.config.read_timeout;
         let mut sinks = Vec::new();
-        let mut timed_out = false;
+        let mut stalled = false;
         for p in pending {
             sinks.extend(p.mrs);
             for rx in p.done {
                 // A dropped sender means the work request was flushed.
-                if !timed_out && tokio::time::timeout_at(deadline, rx).await.is_err() {
-                    timed_out = true;
+                if !stalled && matches!(self.read_done(rx).await, ReadWait::Stalled) {
+                    stalled = true;
                 }
             }
         }
-        if timed_out {
-            self.srv.stats.read_timeouts.fetch_add(1, Relaxed);
-            tracing::warn!(peer = %self.peer, "RDMA Reads timed out; closing");
-            self.ep.qp.disconnect();
+        if stalled {
             self.ep.hold(sinks);
         }
     }
 
-    /// Waits for a chunk's RDMA Reads, at most
-    /// [`RdmaConfig::read_timeout`]; on expiry the connection is closed (a
-    /// peer that never answers must not hold its sinks forever).
-    async fn finish_read(&self, p: PendingRead<D::Mr>) -> Result<Bytes, TransportError> {
-        let deadline = tokio::time::Instant::now() + self.srv.config.read_timeout;
-        for rx in p.done {
-            let wc = match tokio::time::timeout_at(deadline, rx).await {
-                Ok(r) => r.map_err(|_| TransportError::ConnectionLost)?,
+    /// Waits for one RDMA Read's completion while the connection's Reads
+    /// make progress: each posted or completed Read restarts the clock, so
+    /// a slow transfer is never cut, and a peer that stops answering is
+    /// closed [`RdmaConfig::read_timeout`] after the last progress
+    /// (review G3: a total deadline of 60 s let a few such connections
+    /// hold the server-wide read budget longer than other clients' calls
+    /// could wait for it).
+    async fn read_done(
+        &self,
+        mut rx: tokio::sync::oneshot::Receiver<rdma_verbs::WorkCompletion>,
+    ) -> ReadWait {
+        let limit = self.srv.config.read_timeout;
+        loop {
+            let deadline = *lock(&self.read_progress) + limit;
+            match tokio::time::timeout_at(deadline, &mut rx).await {
+                Ok(Ok(wc)) => return ReadWait::Done(wc),
+                Ok(Err(_)) => return ReadWait::Flushed,
                 Err(_) => {
+                    if *lock(&self.read_progress) + limit > tokio::time::Instant::now() {
+                        continue; // progress meanwhile
+                    }
                     self.srv.stats.read_timeouts.fetch_add(1, Relaxed);
-                    tracing::warn!(peer = %self.peer, "RDMA Reads timed out; closing");
+                    tracing::warn!(
+                        peer = %self.peer,
+                        "RDMA Reads made no progress for {limit:?}; closing"
+                    );
                     self.ep.qp.disconnect();
-                    return Err(VerbsError::Timeout("RDMA Read").into());
+                    return ReadWait::Stalled;
                 }
+            }
+        }
+    }
+
+    /// Waits for a chunk's RDMA Reads while the connection's Reads make
+    /// progress (see [`read_done`](Self::read_done)); a stalled connection
+    /// is closed (a peer that never answers must not hold its sinks).
+    async fn finish_read(&self, p: PendingRead<D::Mr>) -> Result<Bytes, TransportError> {
+        for rx in p.done {
+            let wc = match self.read_done(rx).await {
+                ReadWait::Done(wc) => wc,
+                ReadWait::Flushed => return Err(TransportError::ConnectionLost),
+                ReadWait::Stalled => return Err(VerbsError::Timeout("RDMA Read").into()),
             };
             if !wc.is_success() {
                 return Err(wc_error(&wc).into());

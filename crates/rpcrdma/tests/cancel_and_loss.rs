@@ -17,7 +17,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rpcrdma::RdmaConfig;
 
 /// G1. Runs on its own thread with a current-thread runtime, watched from
 /// the test thread: a livelock would never let the runtime answer.
@@ -30,13 +29,7 @@ fn call_made_as_the_qp_goes_down_is_retransmitted() {
             .build()
             .unwrap();
         let r = rt.block_on(async {
-            let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
-            let c = common::client(
-                iwarp::Device::default(),
-                srv.local_addr(),
-                RdmaConfig::default(),
-            )
-            .await;
+            let (_srv, c) = common::iwarp_pair().await;
             let t = common::typed(&c);
             t.null().await.unwrap();
             // The QP goes down (as a peer's Terminate or a TCP reset would
@@ -73,13 +66,7 @@ fn call_made_as_the_qp_goes_down_is_retransmitted() {
 /// no retransmission, and every call that was not given up verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn giving_up_calls_with_chunks_does_not_break_the_connection() {
-    let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
-    let c = common::client(
-        iwarp::Device::default(),
-        srv.local_addr(),
-        RdmaConfig::default(),
-    )
-    .await;
+    let (_srv, c) = common::iwarp_pair().await;
     // The first reply carries the grant: until then the connection has a
     // single credit, and a call given up while holding it is a major
     // timeout that reconnects by design (review F4, `lost_reply.rs`).

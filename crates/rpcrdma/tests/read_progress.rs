@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpcrdma::{Backoff, RdmaConfig};
+use rpcrdma::RdmaConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -77,10 +77,7 @@ async fn slow_transfer_that_progresses_is_not_cut() {
     let srv = common::server(iwarp::Device::default(), scfg).await;
     let addr = proxy(srv.local_addr(), 8_000_000, Arc::default()).await;
     let ccfg = RdmaConfig {
-        reconnect: Backoff {
-            max_attempts: 0,
-            ..RdmaConfig::default().reconnect
-        },
+        reconnect: common::no_reconnect(),
         ..RdmaConfig::default()
     };
     let c = common::client(iwarp::Device::default(), addr, ccfg).await;
@@ -115,10 +112,7 @@ async fn stalled_connection_releases_the_read_budget() {
     let addr = proxy(srv.local_addr(), 0, frozen.clone()).await;
     let hcfg = RdmaConfig {
         call_timeout: Duration::from_secs(3),
-        reconnect: Backoff {
-            max_attempts: 0,
-            ..RdmaConfig::default().reconnect
-        },
+        reconnect: common::no_reconnect(),
         ..RdmaConfig::default()
     };
     let hostile = common::client(iwarp::Device::default(), addr, hcfg).await;

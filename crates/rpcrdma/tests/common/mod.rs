@@ -27,6 +27,27 @@ pub async fn client<D: Device>(dev: D, addr: SocketAddr, config: RdmaConfig) -> 
         .expect("connect")
 }
 
+/// A server and one client over the software iWARP provider on loopback,
+/// both with the default configuration.
+pub async fn iwarp_pair() -> (RdmaServer<iwarp::Device>, RdmaClient<iwarp::Device>) {
+    let srv = server(iwarp::Device::default(), RdmaConfig::default()).await;
+    let c = client(
+        iwarp::Device::default(),
+        srv.local_addr(),
+        RdmaConfig::default(),
+    )
+    .await;
+    (srv, c)
+}
+
+/// Reconnection off: a broken connection fails its calls at once.
+pub fn no_reconnect() -> rpcrdma::Backoff {
+    rpcrdma::Backoff {
+        max_attempts: 0,
+        ..RdmaConfig::default().reconnect
+    }
+}
+
 pub fn typed<D: Device>(c: &RdmaClient<D>) -> RdmatestClient<RdmaClient<D>> {
     RdmatestClient::new(c.clone())
 }

@@ -269,6 +269,18 @@ impl QpShared {
                 }
                 recv_wcs.push(f);
             } else {
+                if f.opcode == WcOpcode::RdmaRead {
+                    // The failed Read is the oldest outstanding one: reported
+                    // with its error status, not flushed again (a work
+                    // request completes once).
+                    if let Some(i) = g
+                        .orq
+                        .iter()
+                        .position(|e| !e.internal && e.wr.wr_id == f.wr_id)
+                    {
+                        g.orq.remove(i);
+                    }
+                }
                 send_wcs.push(f);
             }
         }

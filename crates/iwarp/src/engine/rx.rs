@@ -670,6 +670,7 @@ impl Rx {
                     done += k;
                 }
                 Err(PlaceErr::Mem(cause, wc)) => {
+                    let wc = wc.or_else(|| self.place_fail_wc());
                     self.fatal(cause, wc, "placement check failed");
                     return Err(());
                 }
@@ -738,6 +739,7 @@ impl Rx {
             }
             Err(PlaceErr::Io(e)) => Err(e),
             Err(PlaceErr::Mem(cause, wc)) => {
+                let wc = wc.or_else(|| self.place_fail_wc());
                 self.fatal(cause, wc, "placement check failed");
                 Ok(1) // progress: the QP is dead now
             }
@@ -849,6 +851,7 @@ impl Rx {
             Ok(k) => k,
             Err(PlaceErr::Io(e)) => return Err(e),
             Err(PlaceErr::Mem(cause, wc)) => {
+                let wc = wc.or_else(|| self.place_fail_wc());
                 self.fatal(cause, wc, "placement check failed");
                 return Ok(1);
             }
@@ -910,6 +913,7 @@ impl Rx {
                     return Ok(total);
                 }
                 Err(PlaceErr::Mem(cause, wc)) => {
+                    let wc = wc.or_else(|| self.place_fail_wc());
                     self.fatal(cause, wc, "placement check failed");
                     return Ok(total);
                 }
@@ -1184,6 +1188,30 @@ impl Rx {
         let t = TerminateRepr::for_cause(cause, &off[..n]);
         let err = super::terminate_error(&t, false, what);
         self.sh.fail(err, Some(t), wc);
+    }
+
+    /// The work request whose memory a failed placement was filling (a
+    /// receive buffer or an RDMA Read's sink that went away under the
+    /// message, e.g. deregistered), completed with a local protection
+    /// error; the others are flushed.
+    fn place_fail_wc(&self) -> Option<WorkCompletion> {
+        match self.repr {
+            Some(RdmapRepr::RdmaReadResponse { .. }) => {
+                let g = self.sh.lock();
+                let e = g.orq.front().filter(|e| !e.internal)?;
+                Some(self.sh.wc(
+                    e.wr.wr_id,
+                    WcStatus::LocalProtectionError,
+                    WcOpcode::RdmaRead,
+                    0,
+                ))
+            }
+            Some(RdmapRepr::Send { .. }) => self.recv_cur.as_ref().map(|c| {
+                self.sh
+                    .wc(c.wr_id, WcStatus::LocalProtectionError, WcOpcode::Recv, 0)
+            }),
+            _ => None,
+        }
     }
 
     fn fatal_llp(&mut self, what: &str) {

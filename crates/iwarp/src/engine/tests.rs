@@ -816,7 +816,46 @@ fn terminate_unexpected_read_response_and_bad_sink() {
         &[0; 8],
     );
     expect_terminate(&mut b, &mut a, &f, TerminateCause::DdpTaggedInvalidStag);
-    assert_eq!(a.wcs()[0].status, WcStatus::LocalProtectionError);
+    let wcs = a.wcs();
+    assert_eq!(wcs[0].status, WcStatus::LocalProtectionError);
+    // The failed Read completes once, with its error (not flushed again).
+    assert_eq!(wcs.iter().filter(|w| w.wr_id == 1).count(), 1, "{wcs:?}");
+}
+
+/// A Read's sink that goes away before its response arrives (the consumer
+/// released it early): the response is refused, and the Read completes
+/// once, with a local protection error, not flushed as well.
+#[test]
+fn read_sink_gone_before_the_response() {
+    let (mut a, mut b) = pair(true, 1454);
+    let (_src, src_stag) = b.reg(
+        MrBuffer::from(BytesMut::from(&[7u8; 4096][..])),
+        Access::REMOTE_READ,
+    );
+    let (sink, sink_stag) = a.reg_zeroed(4096, Access::LOCAL_WRITE);
+    a.post_send(SendWr::read(
+        1,
+        vec![Sge::new(sink_stag, 0, 4096)],
+        RemoteAddr {
+            rkey: src_stag,
+            offset: 0,
+        },
+    ));
+    let ab = a.out();
+    assert!(a.table.invalidate(sink_stag, a.pd, false));
+    b.feed(&ab, usize::MAX);
+    let ba = b.out();
+    assert_eq!(a.feed(&ba, usize::MAX), RxStatus::Dead);
+    let wcs: Vec<_> = a.wcs().iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(wcs, vec![(1, WcStatus::LocalProtectionError)]);
+    assert!(sink
+        .lock()
+        .buffer
+        .as_ref()
+        .unwrap()
+        .as_slice()
+        .iter()
+        .all(|&x| x == 0));
 }
 
 #[test]

@@ -1116,6 +1116,8 @@ fn local_errors_fail_the_wr_and_flush_the_rest() {
     assert!(st.contains(&(1, WcStatus::LocalProtectionError)));
     assert!(st.contains(&(2, WcStatus::WrFlushError)));
     assert!(st.contains(&(10, WcStatus::WrFlushError)));
+    // Each work request completes once.
+    assert_eq!(st.len(), 3, "{st:?}");
 }
 
 #[test]

@@ -29,7 +29,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Bytes, BytesMut};
 use oncrpc::{decode_reply, Channel, Payload, PayloadBuilder, Piece, Request, RpcError};
@@ -596,26 +596,47 @@ impl<D: Device> Shared<D> {
                 sent.gen
             }
         };
-        // The abandoned call keeps its credit until its reply comes. When
-        // abandoned calls hold every credit the connection can carry (a
-        // single one on a fresh connection, RFC 8166 §3.3.1) no reply can
-        // ever free one: treat it as a major timeout and break the
-        // connection, so that `conn_lost` drops them and the live calls are
-        // retransmitted on a new connection.
-        let Some(conn) = st.conn.clone().filter(|c| c.gen == gen) else {
+        if st.conn.as_ref().is_some_and(|c| c.gen == gen) {
+            self.break_if_stuck(st);
+        }
+    }
+
+    /// Applies a reply's credit grant; true if it lowered the limit.
+    fn on_grant(st: &mut State<D>, credit: u32) -> bool {
+        let before = st.credits.limit();
+        st.credits.on_reply(credit);
+        st.credits.limit() < before
+    }
+
+    /// The abandoned call keeps its credit until its reply comes. When
+    /// abandoned calls hold every credit the connection can carry (a single
+    /// one on a fresh connection, and the responder may lower its grant
+    /// later, RFC 8166 §3.3.1) no reply can ever free one; when they hold
+    /// more than [`RdmaConfig::max_abandoned_bytes`] of buffers, memory
+    /// grows on the responder's say-so. Either way: treat it as a major
+    /// timeout and break the connection, so that `conn_lost` drops them
+    /// and the live calls are retransmitted on a new connection (reviews
+    /// F4, H1, H3).
+    fn break_if_stuck(&self, st: MutexGuard<'_, State<D>>) {
+        let Some(conn) = st.conn.clone() else {
             return;
         };
-        let stuck = st
-            .calls
-            .values()
-            .filter(|s| s.tx.is_none() && s.sent.as_ref().is_some_and(|s| s.gen == gen))
-            .count();
-        if stuck as u64 >= u64::from(st.credits.limit()) {
-            drop(st);
+        let (mut stuck, mut bytes) = (0u64, 0u64);
+        for s in st.calls.values() {
+            if let (None, Some(sent)) = (&s.tx, s.sent.as_ref().filter(|x| x.gen == conn.gen)) {
+                stuck += 1;
+                bytes += sent.regions.iter().map(|r| r.mr.len() as u64).sum::<u64>();
+            }
+        }
+        let limit = u64::from(st.credits.limit());
+        drop(st);
+        if stuck >= limit || bytes > self.config.max_abandoned_bytes as u64 {
             tracing::info!(
                 addr = %self.addr,
                 stuck,
-                "abandoned calls hold every credit: reconnecting"
+                limit,
+                bytes,
+                "abandoned calls hold every credit or too much memory: reconnecting"
             );
             conn.ep.qp.disconnect();
         }
@@ -951,8 +972,14 @@ impl<D: Device> Shared<D> {
                 RegionSource::ReplyWriteChunk { chunk } => {
                     let mut b = bufs.get_mut(chunk).map(std::mem::take).unwrap_or_default();
                     // Only bytes never initialised are zeroed: a reused
-                    // buffer is registered as it is (the responder's
-                    // writes overwrite it; only what it wrote is returned).
+                    // buffer is registered as it is. The result is the
+                    // length the reply's Write list declares (RFC 8166
+                    // §3.5.4; at most what was offered): the requester
+                    // cannot see which bytes the responder wrote, so bytes
+                    // it declared but did not write keep the buffer's
+                    // earlier contents (zeros, the caller's old data, or a
+                    // first attempt's data after a retransmission). The
+                    // region is never remotely readable (review 3, H2).
                     if b.len() >= len {
                         b.truncate(len);
                     } else {
@@ -1014,6 +1041,7 @@ impl<D: Device> Shared<D> {
         let limits = self.config.decode_limits();
         let gen = conn.gen;
         let mut st = lock(&self.state);
+        let mut lowered = false;
         let verdict = {
             let calls = &st.calls;
             check_reply(&msg, &limits, |xid| {
@@ -1032,7 +1060,7 @@ impl<D: Device> Shared<D> {
                 return;
             }
             ReplyVerdict::Error { xid, err, credit } => {
-                st.credits.on_reply(credit);
+                lowered |= Self::on_grant(&mut st, credit);
                 match err {
                     ErrorBody::Vers { .. } => c.err_vers.fetch_add(1, Relaxed),
                     ErrorBody::Chunk => c.err_chunk.fetch_add(1, Relaxed),
@@ -1040,7 +1068,7 @@ impl<D: Device> Shared<D> {
                 (xid, Outcome::Error(err))
             }
             ReplyVerdict::Deliver(h) => {
-                st.credits.on_reply(h.credit);
+                lowered |= Self::on_grant(&mut st, h.credit);
                 let nomsg = matches!(h.body, Body::NoMsg { .. });
                 c.add_received_chunks(&h);
                 let returned = h.chunks().map(|c| c.to_repr()).unwrap_or_default();
@@ -1056,7 +1084,12 @@ impl<D: Device> Shared<D> {
             }
         };
         let slot = st.calls.remove(&xid);
-        drop(st);
+        if lowered {
+            // Abandoned calls may now hold every credit (review H1).
+            self.break_if_stuck(st);
+        } else {
+            drop(st);
+        }
         if let Some(slot) = slot {
             self.finish(slot, outcome, wc.invalidated_rkey, msg.len() as u64);
         }

@@ -98,6 +98,13 @@ pub struct RdmaConfig {
     /// [`call_timeout`](Self::call_timeout), so that a call queued behind a
     /// stalled connection's Reads still completes in time.
     pub read_timeout: Duration,
+    /// Requester: bytes of registered buffers that calls given up (timed
+    /// out, or their futures dropped) may keep while their replies are
+    /// outstanding; beyond it the connection is treated as failed (a major
+    /// timeout: reconnect, retransmit the live calls). Those calls keep
+    /// their buffers because the responder may still be moving their data
+    /// (default 256 MiB).
+    pub max_abandoned_bytes: usize,
 }
 
 impl Default for RdmaConfig {
@@ -122,6 +129,7 @@ impl Default for RdmaConfig {
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
             read_timeout: Duration::from_secs(15),
+            max_abandoned_bytes: 256 << 20,
         }
     }
 }

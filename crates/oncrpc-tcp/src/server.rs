@@ -250,6 +250,10 @@ async fn serve_connection<S: RecordService>(
 
     let mut idle_since = tokio::time::Instant::now();
     let outcome: Result<(), ConnectionEnd> = loop {
+        let idle_deadline = idle_since
+            + config
+                .idle_timeout
+                .unwrap_or(Duration::from_secs(365 * 86_400));
         let permit = tokio::select! {
             p = calls_allowed.clone().acquire_owned() => match p {
                 Ok(p) => p,
@@ -258,11 +262,15 @@ async fn serve_connection<S: RecordService>(
             _ = stop.wait_for(|s| *s) => break Ok(()),
             // The writer only ends early when the socket fails.
             _ = &mut writer => break Err(ConnectionEnd::WriteFailed),
+            // Every call slot is held by a reply the peer does not take,
+            // and no call is running: that is idle too (review 4, K1).
+            _ = tokio::time::sleep_until(idle_deadline),
+                if config.idle_timeout.is_some() && calls.is_empty() =>
+            {
+                debug!("idle timeout with replies not taken");
+                break Ok(());
+            }
         };
-        let idle_deadline = idle_since
-            + config
-                .idle_timeout
-                .unwrap_or(Duration::from_secs(365 * 86_400));
         let record = tokio::select! {
             r = reader.next_record() => r,
             _ = stop.wait_for(|s| *s) => break Ok(()),
@@ -333,8 +341,12 @@ async fn serve_connection<S: RecordService>(
                 calls.shutdown().await;
             }
             drop(reply_tx);
-            if !writer.is_finished() {
-                let _ = writer.await;
+            // The replies get the grace period too: a peer that does not
+            // read them must not keep the connection (and its slot) open
+            // for good (review 4, K1).
+            if !writer.is_finished() && tokio::time::timeout(grace, &mut writer).await.is_err() {
+                warn!("replies not taken by the peer within the grace period; closing");
+                writer.abort();
             }
             debug!("connection closed");
         }

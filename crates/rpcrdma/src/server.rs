@@ -132,6 +132,9 @@ struct SConn<D: Device> {
     /// When an RDMA Read was last posted or completed on this connection
     /// (see [`RdmaConfig::read_timeout`]).
     read_progress: Arc<Mutex<tokio::time::Instant>>,
+    /// Calls of this connection that got a task of their own (see
+    /// [`run_calls`]): aborted when the connection ends.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// An RPC-over-RDMA server (the Responder). Cheap to clone.
@@ -323,6 +326,12 @@ impl<D: Device> SrvShared<D> {
         conn.ep.run(calls, stop).await;
         conn.ep.qp.disconnect();
         conn.ep.fail_all();
+        // Calls still running can no longer be answered: stop them, so that
+        // what they hold (the connection, its socket and buffers, read
+        // budget) goes with the connection and its slot (review 4, K4).
+        for h in lock(&conn.tasks).drain(..) {
+            h.abort();
+        }
         lock(&self.conns).remove(&id);
         self.stats.connections_closed.fetch_add(1, Relaxed);
         tracing::debug!(%peer, "rpcrdma connection closed");
@@ -361,6 +370,7 @@ impl<D: Device> SrvShared<D> {
             srv: self.clone(),
             peer,
             read_progress: Arc::new(Mutex::new(tokio::time::Instant::now())),
+            tasks: Mutex::new(Vec::new()),
         }))
     }
 }
@@ -427,7 +437,11 @@ fn run_calls<D: Device>(calls: impl Iterator<Item = CatchPanic<D>>) {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     for mut call in calls {
         if Pin::new(&mut call).poll(&mut cx).is_pending() {
-            tokio::spawn(call);
+            let conn = call.conn.clone();
+            let h = tokio::spawn(call).abort_handle();
+            let mut t = lock(&conn.tasks);
+            t.retain(|h| !h.is_finished());
+            t.push(h);
         }
     }
 }

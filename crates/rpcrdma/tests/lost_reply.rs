@@ -208,3 +208,86 @@ async fn panicking_call_closes_only_its_connection() {
     assert_eq!(srv.connections(), 1, "the panicked connection leaked");
     srv.shutdown().await;
 }
+
+/// Never completes; counts how many of its calls were dropped.
+struct NeverAnswers {
+    dropped: Arc<AtomicU32>,
+}
+
+struct CountDrop(Arc<AtomicU32>);
+
+impl Drop for CountDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+}
+
+impl Service for NeverAnswers {
+    fn program(&self) -> u32 {
+        PROG
+    }
+    fn versions(&self) -> RangeInclusive<u32> {
+        1..=1
+    }
+    fn handle(
+        &self,
+        _call: Call,
+    ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
+        let guard = CountDrop(self.dropped.clone());
+        async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(Payload::builder().finish())
+        }
+    }
+}
+
+/// Review 4 (K4): calls still running when their connection ends are
+/// stopped with it, instead of holding the connection (its socket, buffers
+/// and read budget) after its slot was given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_running_when_the_connection_ends_are_stopped() {
+    let dropped = Arc::new(AtomicU32::new(0));
+    let disp = Dispatcher::builder()
+        .service(NeverAnswers {
+            dropped: dropped.clone(),
+        })
+        .build();
+    let addr = "127.0.0.1:0".parse().unwrap();
+    let dev = iwarp::Device::default();
+    let srv = RdmaServer::bind(
+        dev.clone(),
+        addr,
+        disp,
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let c = RdmaClient::connect(
+        dev,
+        srv.local_addr(),
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    // One call (a fresh connection has one credit until a reply grants
+    // more, and none comes): it reaches the responder and runs there.
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call_with_report(req()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(dropped.load(Relaxed), 0);
+    // The connection ends: the call's future on the responder goes too.
+    c.close();
+    for _ in 0..200 {
+        if dropped.load(Relaxed) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(dropped.load(Relaxed), 1, "the call outlived its connection");
+    assert!(call.await.unwrap().is_err());
+}

@@ -15,9 +15,20 @@ use rpcrdma::{Bindings, RdmaClient, RdmaConfig, RdmaServer};
 const PROG: u32 = 0x2000_5300;
 
 /// Never answers the first call it sees (the procedure never completes);
-/// answers every later one with an empty result.
+/// answers every later one with an empty result. `dropped` counts the
+/// unanswered calls whose futures the responder dropped.
+#[derive(Default)]
 struct IgnoreFirst {
     seen: Arc<AtomicU32>,
+    dropped: Arc<AtomicU32>,
+}
+
+struct CountDrop(Arc<AtomicU32>);
+
+impl Drop for CountDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Relaxed);
+    }
 }
 
 impl Service for IgnoreFirst {
@@ -32,8 +43,10 @@ impl Service for IgnoreFirst {
         _call: Call,
     ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
         let n = self.seen.fetch_add(1, Relaxed);
+        let guard = CountDrop(self.dropped.clone());
         async move {
             if n == 0 {
+                let _guard = guard;
                 std::future::pending::<()>().await;
             }
             Ok(Payload::builder().finish())
@@ -67,7 +80,10 @@ async fn one_unanswered_call_on_a_fresh_connection_does_not_stall_the_client() {
     let dev = Fabric::new();
     let seen = Arc::new(AtomicU32::new(0));
     let disp = Dispatcher::builder()
-        .service(IgnoreFirst { seen: seen.clone() })
+        .service(IgnoreFirst {
+            seen: seen.clone(),
+            ..Default::default()
+        })
         .build();
     let (_srv, c) = pair(dev, disp, RdmaConfig::default(), RdmaConfig::default()).await;
     // The first call is never answered.
@@ -94,7 +110,10 @@ async fn outstanding_counts_abandoned_calls_still_holding_a_credit() {
     let dev = Fabric::new();
     let seen = Arc::new(AtomicU32::new(0));
     let disp = Dispatcher::builder()
-        .service(IgnoreFirst { seen: seen.clone() })
+        .service(IgnoreFirst {
+            seen: seen.clone(),
+            ..Default::default()
+        })
         .build();
     let cfg = RdmaConfig {
         // No reconnection: the abandoned call stays visible.
@@ -129,7 +148,10 @@ async fn dropped_call_future_is_not_sent_later() {
     let dev = Fabric::new();
     let seen = Arc::new(AtomicU32::new(1));
     let disp = Dispatcher::builder()
-        .service(IgnoreFirst { seen: seen.clone() })
+        .service(IgnoreFirst {
+            seen: seen.clone(),
+            ..Default::default()
+        })
         .build();
     // One credit: a second call waits in the queue while the first is out.
     let scfg = RdmaConfig {
@@ -209,39 +231,6 @@ async fn panicking_call_closes_only_its_connection() {
     srv.shutdown().await;
 }
 
-/// Never completes; counts how many of its calls were dropped.
-struct NeverAnswers {
-    dropped: Arc<AtomicU32>,
-}
-
-struct CountDrop(Arc<AtomicU32>);
-
-impl Drop for CountDrop {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Relaxed);
-    }
-}
-
-impl Service for NeverAnswers {
-    fn program(&self) -> u32 {
-        PROG
-    }
-    fn versions(&self) -> RangeInclusive<u32> {
-        1..=1
-    }
-    fn handle(
-        &self,
-        _call: Call,
-    ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
-        let guard = CountDrop(self.dropped.clone());
-        async move {
-            let _guard = guard;
-            std::future::pending::<()>().await;
-            Ok(Payload::builder().finish())
-        }
-    }
-}
-
 /// Review 4 (K4): calls still running when their connection ends are
 /// stopped with it, instead of holding the connection (its socket, buffers
 /// and read budget) after its slot was given back.
@@ -249,8 +238,9 @@ impl Service for NeverAnswers {
 async fn calls_running_when_the_connection_ends_are_stopped() {
     let dropped = Arc::new(AtomicU32::new(0));
     let disp = Dispatcher::builder()
-        .service(NeverAnswers {
+        .service(IgnoreFirst {
             dropped: dropped.clone(),
+            ..Default::default()
         })
         .build();
     let addr = "127.0.0.1:0".parse().unwrap();

@@ -101,7 +101,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rpcrdma: error: {e:#}");
+            eprintln!("rpcrdma: error: {}", report::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -1,5 +1,5 @@
 //! Human-readable summaries of what a call put on the wire, from the
-//! transport's [`CallReport`].
+//! transport's [`CallReport`], and of errors.
 
 use rpcrdma::{CallKind, CallReport, ReplyMode};
 
@@ -85,5 +85,63 @@ fn plural(n: usize) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+/// An error and its causes on one line, `outer: cause: root cause`, each
+/// cause's text shown once: a library error whose message already quotes
+/// its source (e.g. `verbs error: i/o error: connection refused`, whose
+/// source is that same i/o error) does not repeat it.
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut last = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !last.is_empty() && last.ends_with(text.as_str()) {
+            // Already said at the end of the previous message.
+            last = text;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+        last = text;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("i/o error: refused")]
+    struct Io;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("verbs error: {0}")]
+    struct Quoting(#[source] Io);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("transport failed")]
+    struct Terse(#[source] Io);
+
+    #[test]
+    fn a_cause_quoted_by_its_parent_is_shown_once() {
+        let e = anyhow::Error::new(Quoting(Io)).context("cannot connect to rdma://h:1");
+        assert_eq!(
+            error_chain(&e),
+            "cannot connect to rdma://h:1: verbs error: i/o error: refused"
+        );
+    }
+
+    #[test]
+    fn a_cause_not_quoted_is_shown() {
+        let e = anyhow::Error::new(Terse(Io)).context("cannot connect");
+        assert_eq!(
+            error_chain(&e),
+            "cannot connect: transport failed: i/o error: refused"
+        );
     }
 }

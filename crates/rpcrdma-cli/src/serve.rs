@@ -143,7 +143,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // clean shutdown fail.
     if let Some(mut r) = registered {
         if let Err(e) = r.unregister().await {
-            eprintln!("rpcrdma: warning: cannot unregister from rpcbind: {e:#}");
+            eprintln!(
+                "rpcrdma: warning: cannot unregister from rpcbind: {}",
+                crate::report::error_chain(&e)
+            );
         }
     }
     stop_all(&running);

@@ -58,6 +58,14 @@ struct FabricInner {
     refuse_write_in: AtomicU32,
     /// The same for Sends (see [`Fabric::refuse_send_after`]).
     refuse_send_in: AtomicU32,
+    /// The same for RDMA Reads (see [`Fabric::refuse_rdma_read_after`]).
+    refuse_read_in: AtomicU32,
+    /// Posts refused by the countdowns above, in all.
+    refused: AtomicU64,
+    /// RDMA Reads are held instead of executed (see [`Fabric::hold_rdma_reads`]).
+    hold_reads: AtomicBool,
+    /// The RDMA Reads held, in post order.
+    held_reads: Mutex<Vec<(Weak<QpInner>, SendWr)>>,
     /// Registrations made with `ProtectionDomain::register`.
     registrations: AtomicU64,
     /// `MemoryRegion::read_at`/`write_at` refused, as by a provider without
@@ -104,6 +112,60 @@ impl Fabric {
         self.inner
             .refuse_send_in
             .store(n.saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// Fault injection for tests, as
+    /// [`refuse_rdma_write_after`](Self::refuse_rdma_write_after) for RDMA
+    /// Reads: after `n` more RDMA Read posts succeed (or are held, see
+    /// [`hold_rdma_reads`](Self::hold_rdma_reads)), the next one is refused
+    /// with [`VerbsError::QueueFull`]. Refuses one post, then none.
+    pub fn refuse_rdma_read_after(&self, n: u32) {
+        self.inner
+            .refuse_read_in
+            .store(n.saturating_add(1), Ordering::Relaxed);
+    }
+
+    /// Posts refused so far by the `refuse_*_after` fault injections.
+    pub fn refused_posts(&self) -> u64 {
+        self.inner.refused.load(Ordering::Relaxed)
+    }
+
+    /// Fault injection for tests: RDMA Reads posted from now on are held,
+    /// neither executed nor completed, until
+    /// [`release_rdma_reads`](Self::release_rdma_reads). Work requests
+    /// posted after a held Read still execute, so a Send can complete
+    /// before an earlier Read, as iWARP allows (RFC 5040 §5.5: a Send is
+    /// not ordered behind the data of an earlier Read's response). A held
+    /// Read of a queue pair that fails is flushed.
+    pub fn hold_rdma_reads(&self) {
+        self.inner.hold_reads.store(true, Ordering::Relaxed);
+    }
+
+    /// RDMA Reads held at the moment (see [`hold_rdma_reads`](Self::hold_rdma_reads)).
+    pub fn held_rdma_reads(&self) -> usize {
+        lock(&self.inner.held_reads).len()
+    }
+
+    /// Stops holding RDMA Reads and executes the held ones, in post order
+    /// (a Read of a queue pair no longer connected completes as flushed).
+    pub fn release_rdma_reads(&self) {
+        self.inner.hold_reads.store(false, Ordering::Relaxed);
+        let held = std::mem::take(&mut *lock(&self.inner.held_reads));
+        for (q, wr) in held {
+            if let Some(q) = q.upgrade() {
+                let _sq = lock(&q.sq);
+                if q.state() == QpState::Connected {
+                    q.run(&wr);
+                } else {
+                    q.send_cq.push(wc(
+                        wr.wr_id,
+                        WcStatus::WrFlushError,
+                        opcode_of(&wr.op),
+                        q.num,
+                    ));
+                }
+            }
+        }
     }
 
     /// Makes [`MemoryRegion::read_at`](rdma_verbs::MemoryRegion::read_at)
@@ -389,6 +451,48 @@ impl QpInner {
         lock(&self.st).peer.as_ref()?.upgrade()
     }
 
+    /// Completes this queue pair's held RDMA Reads as flushed.
+    fn flush_held_reads(&self) {
+        let mine: Vec<SendWr> = {
+            let mut held = lock(&self.fabric.held_reads);
+            let (mine, rest) = std::mem::take(&mut *held)
+                .into_iter()
+                .partition(|(q, _)| std::ptr::eq(q.as_ptr(), self));
+            *held = rest;
+            mine.into_iter().map(|(_, wr)| wr).collect()
+        };
+        for wr in mine {
+            self.send_cq.push(wc(
+                wr.wr_id,
+                WcStatus::WrFlushError,
+                opcode_of(&wr.op),
+                self.num,
+            ));
+        }
+    }
+
+    /// Executes a work request that was accepted, and completes it.
+    fn run(&self, wr: &SendWr) {
+        match self.execute(wr) {
+            Ok(()) => {
+                if wr.signaled {
+                    let mut c = wc(wr.wr_id, WcStatus::Success, opcode_of(&wr.op), self.num);
+                    if let SendOp::RdmaRead { .. } = wr.op {
+                        c.byte_len = wr.sgl_len() as u32;
+                    }
+                    self.send_cq.push(c);
+                }
+            }
+            Err((status, fatal)) => {
+                self.send_cq
+                    .push(wc(wr.wr_id, status, opcode_of(&wr.op), self.num));
+                if fatal {
+                    self.fail(&format!("work request failed: {status:?}"), false);
+                }
+            }
+        }
+    }
+
     /// Moves to the error state, flushes receives, and fails the peer too.
     fn fail(&self, why: &str, remote: bool) {
         let (recvs, peer) = {
@@ -399,6 +503,7 @@ impl QpInner {
             st.state = QpState::Error;
             (std::mem::take(&mut st.recvs), st.peer.take())
         };
+        self.flush_held_reads();
         for r in recvs {
             self.recv_cq.push(wc(
                 r.wr_id,
@@ -427,6 +532,7 @@ impl QpInner {
             st.state = QpState::Disconnected;
             (std::mem::take(&mut st.recvs), st.peer.take())
         };
+        self.flush_held_reads();
         for r in recvs {
             self.recv_cq.push(wc(
                 r.wr_id,
@@ -623,29 +729,18 @@ impl rdma_verbs::QueuePair for Qp {
             SendOp::Send { .. } | SendOp::SendWithInvalidate { .. } => {
                 Some(&q.fabric.refuse_send_in)
             }
+            SendOp::RdmaRead { .. } => Some(&q.fabric.refuse_read_in),
             _ => None,
         };
         if countdown.is_some_and(refuse_now) {
+            q.fabric.refused.fetch_add(1, Ordering::Relaxed);
             return Err(VerbsError::QueueFull("send queue (injected)"));
         }
-        match q.execute(&wr) {
-            Ok(()) => {
-                if wr.signaled {
-                    let mut c = wc(wr.wr_id, WcStatus::Success, opcode_of(&wr.op), q.num);
-                    if let SendOp::RdmaRead { .. } = wr.op {
-                        c.byte_len = wr.sgl_len() as u32;
-                    }
-                    q.send_cq.push(c);
-                }
-            }
-            Err((status, fatal)) => {
-                q.send_cq
-                    .push(wc(wr.wr_id, status, opcode_of(&wr.op), q.num));
-                if fatal {
-                    q.fail(&format!("work request failed: {status:?}"), false);
-                }
-            }
+        if matches!(wr.op, SendOp::RdmaRead { .. }) && q.fabric.hold_reads.load(Ordering::Relaxed) {
+            lock(&q.fabric.held_reads).push((Arc::downgrade(q), wr));
+            return Ok(());
         }
+        q.run(&wr);
         Ok(())
     }
     fn post_fast_reg(&self, mr: &Mr, wr: FastRegWr) -> Result<u32, RegisterError> {
@@ -1005,8 +1100,11 @@ mod tests {
     }
 
     async fn pair() -> (End, End) {
-        let f = Fabric::new();
-        let (a, b) = (end(&f), end(&f));
+        pair_on(&Fabric::new()).await
+    }
+
+    async fn pair_on(f: &Fabric) -> (End, End) {
+        let (a, b) = (end(f), end(f));
         let l = f.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = l.local_addr();
         let bqp = b.qp.clone();
@@ -1017,6 +1115,66 @@ mod tests {
         f.connect(&a.qp, addr, ConnParam::default()).await.unwrap();
         h.await.unwrap();
         (a, b)
+    }
+
+    #[tokio::test]
+    async fn held_reads_complete_on_release_or_flush_and_later_sends_pass_them() {
+        let f = Fabric::new();
+        let (a, b) = pair_on(&f).await;
+        let src =
+            b.pd.register(Bytes::from_static(b"remote").into(), Access::REMOTE_READ)
+                .unwrap();
+        let sink =
+            a.pd.register(BytesMut::zeroed(6).into(), Access::LOCAL_WRITE)
+                .unwrap();
+        let read = |id| {
+            SendWr::read(
+                id,
+                vec![Sge::new(sink.lkey(), 0, 6)],
+                RemoteAddr {
+                    rkey: src.lkey(),
+                    offset: 0,
+                },
+            )
+        };
+        f.hold_rdma_reads();
+        f.refuse_rdma_read_after(1);
+        a.qp.post_send(read(1)).unwrap();
+        assert!(matches!(
+            a.qp.post_send(read(2)),
+            Err(VerbsError::QueueFull(_))
+        ));
+        assert_eq!((f.held_rdma_reads(), f.refused_posts()), (1, 1));
+        // A Send posted after the held Read completes first.
+        let recv =
+            b.pd.register(BytesMut::zeroed(4).into(), Access::LOCAL_WRITE)
+                .unwrap();
+        b.qp.post_recv(RecvWr::new(5, vec![Sge::new(recv.lkey(), 0, 4)]))
+            .unwrap();
+        let msg =
+            a.pd.register(Bytes::from_static(b"hi").into(), Access::NONE)
+                .unwrap();
+        a.qp.post_send(SendWr::send(3, vec![Sge::new(msg.lkey(), 0, 2)]))
+            .unwrap();
+        assert_eq!(a.cq.poll_one().unwrap().wr_id, 3);
+        assert!(a.cq.poll_one().is_none());
+        f.release_rdma_reads();
+        let wc = a.cq.poll_one().unwrap();
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (1, WcStatus::Success, 6)
+        );
+        let mut got = [0u8; 6];
+        sink.read_at(0, &mut got).unwrap();
+        assert_eq!(&got, b"remote");
+        // Held again, then the queue pair fails: the Read is flushed.
+        f.hold_rdma_reads();
+        a.qp.post_send(read(4)).unwrap();
+        assert!(a.cq.poll_one().is_none());
+        f.fail_all();
+        let wc = a.cq.poll_one().unwrap();
+        assert_eq!((wc.wr_id, wc.status), (4, WcStatus::WrFlushError));
+        assert_eq!(f.held_rdma_reads(), 0);
     }
 
     #[tokio::test]

@@ -137,3 +137,111 @@ async fn several_read_chunks_memfabric() {
 async fn several_read_chunks_iwarp() {
     run(iwarp::Device::default()).await;
 }
+
+fn put2_request(la: usize, lb: usize) -> Request {
+    let mut args = Payload::builder();
+    args.ddp_opaque(rdmatest::pattern::pattern(1, la));
+    args.ddp_opaque(rdmatest::pattern::pattern(2, lb));
+    args.opaque_bytes(bytes::Bytes::from_static(b"c"));
+    Request::new(PROG, 1, 1, args.finish())
+}
+
+/// Review G4 (and F5 within one chunk): Reads of a call are in flight when
+/// a later Read cannot be posted. The server must wait for them (their
+/// sinks stay registered) before it answers: iWARP lets the answer's Send
+/// complete before an earlier Read, and an answer sent at once lets the
+/// requester invalidate the Read's source under it. Either way the Read
+/// would fail and take the connection down, and every other call with it.
+async fn reads_in_flight_when_a_read_cannot_be_posted(
+    max_segment_size: u32,
+    (la, lb): (usize, usize),
+    posted: u32,
+) {
+    use rpcrdma::memfabric::Fabric;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Duration;
+
+    let dev = Fabric::new();
+    let disp = Dispatcher::builder().service(Put2).build();
+    let srv = RdmaServer::bind(
+        dev.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        disp,
+        RdmaConfig::default(),
+        bindings(),
+    )
+    .await
+    .unwrap();
+    let cfg = RdmaConfig {
+        reconnect: common::no_reconnect(),
+        max_segment_size,
+        ..RdmaConfig::default()
+    };
+    let c = std::sync::Arc::new(
+        RdmaClient::connect(dev.clone(), srv.local_addr(), cfg, bindings())
+            .await
+            .unwrap(),
+    );
+    // `posted` Reads are held in flight; the next one is refused.
+    dev.hold_rdma_reads();
+    dev.refuse_rdma_read_after(posted);
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move { c.call_with_report(put2_request(la, lb)).await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while dev.refused_posts() == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("no Read post was refused");
+    assert_eq!(dev.held_rdma_reads(), posted as usize);
+    // The answer waits for the Reads in flight.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !call.is_finished(),
+        "the call was answered while Reads were in flight"
+    );
+    dev.release_rdma_reads();
+    match tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("no answer after the Reads completed")
+        .unwrap()
+    {
+        Err(e) => assert_eq!(
+            rpcrdma::TransportError::from_rpc(&e),
+            Some(&rpcrdma::TransportError::ErrChunk),
+            "{e:?}"
+        ),
+        Ok((_, r)) => panic!("call succeeded: {r}"),
+    }
+    // The connection survived: the same call now goes through on it.
+    let (res, r) = c.call_with_report(put2_request(la, lb)).await.unwrap();
+    let mut d = res.decoder();
+    assert_eq!(
+        d.u32().unwrap(),
+        crc32c::crc32c(&rdmatest::pattern::pattern(1, la))
+    );
+    assert_eq!(
+        d.u32().unwrap(),
+        crc32c::crc32c(&rdmatest::pattern::pattern(2, lb))
+    );
+    assert!(r.read_segments > posted as usize, "{r}");
+    assert_eq!(c.stats().reconnects.load(Relaxed), 0);
+    assert_eq!(c.stats().retransmits.load(Relaxed), 0);
+    c.close();
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn reads_of_an_earlier_chunk_finish_before_a_failed_call_is_answered() {
+    // Chunk a: one segment, held; chunk b's Read refused.
+    reads_in_flight_when_a_read_cannot_be_posted(1 << 20, (100_001, 70_000), 1).await;
+}
+
+#[tokio::test]
+async fn reads_of_the_same_chunk_finish_before_a_failed_call_is_answered() {
+    // Chunk a: four 64 KiB segments; two held, the third refused.
+    reads_in_flight_when_a_read_cannot_be_posted(64 << 10, (200_000, 1000), 2).await;
+}

@@ -57,6 +57,13 @@ pub struct Config {
     /// leaves the kernel's autotuning. Default
     /// [`DEFAULT_SEND_BUFFER`]: see there.
     pub send_buffer: Option<usize>,
+    /// Once a QP has stopped (an error, a Terminate received or to send,
+    /// or [`disconnect`](rdma_verbs::QueuePair::disconnect)), how long the
+    /// transmit half may still wait for the peer to take the bytes already
+    /// queued, the rest of a partly written FPDU and our Terminate, before
+    /// the TCP connection is shut anyway. A peer that stops reading cannot
+    /// hold a stopped connection open longer than this. Default 2 s.
+    pub close_grace: Duration,
 }
 
 /// The default [`Config::send_buffer`]: 512 KiB asked, 1 MiB in effect on
@@ -82,6 +89,7 @@ impl Default for Config {
             read_ahead: true,
             capture: None,
             send_buffer: Some(DEFAULT_SEND_BUFFER),
+            close_grace: Duration::from_secs(2),
         }
     }
 }
@@ -1045,7 +1053,7 @@ fn spawn_driver(
     });
     let _ = qp.owner.tx.set(path.clone());
     let r = tokio::spawn(reader(stream.clone(), rx, path.clone(), cap.clone()));
-    let w = tokio::spawn(writer(path, cfg.capture.clone()));
+    let w = tokio::spawn(writer(path, cfg.capture.clone(), cfg.close_grace));
     qp.owner
         .tasks
         .lock()
@@ -1371,8 +1379,10 @@ fn lost(sh: &QpShared, e: &io::Error) {
     );
 }
 
-async fn writer(path: Arc<TxPath>, file: Option<Capture>) {
+async fn writer(path: Arc<TxPath>, file: Option<Capture>, close_grace: Duration) {
     let sh = path.sh.clone();
+    // When the QP stopped: from then on the writes have `close_grace`.
+    let mut stopped_at: Option<tokio::time::Instant> = None;
     loop {
         if path.lock().coalescing {
             // Let the tasks that are ready now (posters of the burst) run
@@ -1399,7 +1409,7 @@ async fn writer(path: Arc<TxPath>, file: Option<Capture>) {
         };
         match bufs.take() {
             Some(b) => {
-                if let Err(e) = write_all(&path.stream, &b).await {
+                if let Err(e) = write_until_grace(&path, &b, close_grace, &mut stopped_at).await {
                     lost(&sh, &e);
                     break;
                 }
@@ -1411,11 +1421,50 @@ async fn writer(path: Arc<TxPath>, file: Option<Capture>) {
     // must stop too (review F7); the reader sees end of stream and a
     // stopped QP.
     let _ = socket2::SockRef::from(&*path.stream).shutdown(std::net::Shutdown::Both);
+    sh.lock().tx_closed = true;
     if let Some(c) = &path.cap {
         let _ = c.local_closed();
     }
     if let Some(f) = &file {
         let _ = f.flush();
+    }
+}
+
+/// Writes all buffers, as [`write_all`], while the QP runs; once it has
+/// stopped, only until `close_grace` after the stop (review 5, F4: a
+/// peer that does not read kept a stopped connection, its socket and the
+/// queued bytes, with our Terminate unsent behind them, until the last
+/// handle to the QP was dropped).
+async fn write_until_grace(
+    path: &TxPath,
+    bufs: &[Bytes],
+    close_grace: Duration,
+    stopped_at: &mut Option<tokio::time::Instant>,
+) -> io::Result<()> {
+    let write = write_all(&path.stream, bufs);
+    tokio::pin!(write);
+    loop {
+        // `fail` and `close` wake the event waiters (`notify_waiters`,
+        // rare: connection events only): registered before the check.
+        let woke = path.sh.event_wake.notified();
+        tokio::pin!(woke);
+        woke.as_mut().enable();
+        if stopped_at.is_none() && path.sh.stopped() {
+            *stopped_at = Some(tokio::time::Instant::now());
+        }
+        if let Some(t) = *stopped_at {
+            return match tokio::time::timeout_at(t + close_grace, &mut write).await {
+                Ok(r) => r,
+                Err(_) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the peer took nothing for the close grace after the QP stopped",
+                )),
+            };
+        }
+        tokio::select! {
+            r = &mut write => return r,
+            () = woke => {}
+        }
     }
 }
 

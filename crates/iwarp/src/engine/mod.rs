@@ -90,6 +90,10 @@ pub struct QpInner {
     pub rq_taken: Option<u64>,
     /// Posted send WRs not yet started.
     pub sq: VecDeque<SqItem>,
+    /// The send-queue WR whose message the transmit half is producing
+    /// (review5): flushed in order by `fail`/`close`, else completed by
+    /// the transmit half when its last segment is produced.
+    pub sq_cur: Option<WorkCompletion>,
     /// Send WRs posted and not yet completed (for the depth check).
     pub sq_outstanding: u32,
     /// Outstanding outbound RDMA Reads.
@@ -118,7 +122,8 @@ pub struct QpInner {
     /// The TCP socket's send buffer (`SO_SNDBUF` as the kernel reports
     /// it) once in RDMA mode.
     pub send_buffer: Option<usize>,
-    /// The transmit half finished (Terminate sent or orderly close).
+    /// The transmit half finished: Terminate sent, orderly close, or (the
+    /// driver) the TCP connection shut after the QP stopped.
     pub tx_closed: bool,
 }
 
@@ -170,6 +175,7 @@ impl QpShared {
                 rq: VecDeque::new(),
                 rq_taken: None,
                 sq: VecDeque::new(),
+                sq_cur: None,
                 sq_outstanding: 0,
                 orq: VecDeque::new(),
                 irq: VecDeque::new(),
@@ -250,7 +256,8 @@ impl QpShared {
         first: Option<WorkCompletion>,
     ) {
         let mut g = self.lock();
-        if g.error.is_some() {
+        if g.error.is_some() || g.state == QpState::Disconnected {
+            // Already stopped (review5: a close is terminal too).
             return;
         }
         tracing::debug!(qp = self.qp_num, %error, "QP error");
@@ -321,6 +328,12 @@ impl QpShared {
             if !e.internal {
                 send_wcs.push(self.wc(e.wr.wr_id, WcStatus::WrFlushError, WcOpcode::RdmaRead, 0));
             }
+        }
+        if let Some(wc) = g.sq_cur.take() {
+            send_wcs.push(WorkCompletion {
+                status: WcStatus::WrFlushError,
+                ..wc
+            });
         }
         for item in g.sq.drain(..) {
             let (id, op) = match item {

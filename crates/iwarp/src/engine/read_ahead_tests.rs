@@ -153,6 +153,21 @@ fn response(r: &Requester, data: &[u8], sizes: &[usize], write_after: Option<usi
     v
 }
 
+/// How many segments [`response`] cuts `len` bytes into.
+fn segments(len: usize, sizes: &[usize]) -> usize {
+    let (mut off, mut i) = (0, 0);
+    while off < len {
+        off += sizes
+            .get(i)
+            .copied()
+            .unwrap_or(65_521)
+            .clamp(1, 65_521)
+            .min(len - off);
+        i += 1;
+    }
+    i
+}
+
 /// Feeds `bytes` with reads cut by `cuts` (cyclically); returns the final
 /// status and the number of read calls that returned bytes.
 fn feed(r: &mut Requester, bytes: &[u8], cuts: &[usize]) -> (RxStatus, usize) {
@@ -264,12 +279,22 @@ proptest! {
         // build each side's stream from its own STags.
         let mut bf = response(&fast, &payload, &sizes, write_after);
         let mut bs = response(&slow, &payload, &sizes, write_after);
+        // Where the Read Response ends: before the Write when the Write
+        // comes after the last segment.
+        let plain = response(&fast, &payload, &sizes, None).len();
+        let resp_end = if write_after == Some(segments(len, &sizes) - 1) {
+            plain
+        } else {
+            bf.len()
+        };
+        let mut corrupt_in_response = false;
         if let Some(i) = corrupt {
             // Corrupt the same payload byte position in both (past the
             // first header, which carries the STags).
             let at = 20 + i.index(bf.len() - 20);
             bf[at] ^= 0x5A;
             bs[at] ^= 0x5A;
+            corrupt_in_response = at < resp_end;
         }
         let (sf, _) = feed(&mut fast, &bf, &cuts);
         let (ss, _) = feed(&mut slow, &bs, &cuts);
@@ -286,11 +311,84 @@ proptest! {
             prop_assert!(!df);
             prop_assert_eq!(&kf, &payload);
             prop_assert_eq!(&ks, &payload);
-        } else {
+        } else if corrupt_in_response {
             // Every byte is covered by a CRC: the Read never succeeds. (A
             // corrupted length may leave the receiver waiting for bytes
-            // that never come instead of dying.)
+            // that never come instead of dying.) A corrupted Write after
+            // the last segment comes too late to fail it.
             prop_assert!(!wf.iter().any(|c| c.is_success()), "{:?}", wf);
+        }
+    }
+}
+
+/// review5: a Terminate between segments of a read-ahead Read Response, at
+/// several cut patterns: same outcome as with staged placement, the Read
+/// completes once with an error, nothing after the Terminate is written to
+/// the target.
+#[test]
+fn terminate_inside_a_read_ahead_response() {
+    use crate::wire::terminate::{TerminateCause, TerminateRepr};
+    let len = 8 * 8192;
+    let d = data(len, 5);
+    for after in [0usize, 1, 3] {
+        for cuts in [
+            vec![usize::MAX],
+            vec![1000],
+            vec![8192 + 20],
+            vec![7, 70000],
+        ] {
+            let mut results = Vec::new();
+            for direct in [true, false] {
+                let mut r = requester(direct, len, 3);
+                let mut v = Vec::new();
+                let mut off = 0;
+                let mut i = 0;
+                while off < len {
+                    let n = 8192.min(len - off);
+                    v.extend(fpdu(
+                        RdmapRepr::RdmaReadResponse {
+                            stag: r.sink_stag,
+                            to: r.sink_to + off as u64,
+                            last: off + n == len,
+                        },
+                        &d[off..off + n],
+                    ));
+                    if i == after {
+                        let t =
+                            TerminateRepr::for_cause(TerminateCause::RdmapCatastrophicStream, &[]);
+                        v.extend(super::tx::terminate_fpdu(&t, true));
+                        v.extend(fpdu(
+                            RdmapRepr::RdmaWrite {
+                                stag: r.target_stag,
+                                to: 0,
+                                last: true,
+                            },
+                            &[0xAB; 100],
+                        ));
+                    }
+                    off += n;
+                    i += 1;
+                }
+                let (st, _) = feed(&mut r, &v, &cuts);
+                let (wcs, sink, target, dead) = outcome(&r);
+                assert_eq!(
+                    st,
+                    RxStatus::Dead,
+                    "after {after} cuts {cuts:?} direct {direct}"
+                );
+                assert!(dead);
+                assert_eq!(wcs.len(), 1, "{wcs:?}");
+                assert_ne!(wcs[0].status, rdma_verbs::WcStatus::Success);
+                assert!(
+                    target.iter().all(|&b| b == 0),
+                    "write after Terminate placed"
+                );
+                // What was placed before the Terminate is correct.
+                let good = (after + 1) * 8192;
+                assert_eq!(&sink[..good], &d[..good]);
+                results.push(wcs[0].status);
+            }
+            assert_eq!(results[0], results[1]);
         }
     }
 }

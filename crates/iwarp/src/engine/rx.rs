@@ -121,6 +121,10 @@ struct CurRecv {
     cap: u64,
     placed: u64,
     msn: u32,
+    /// The first segment's RDMAP opcode, as (Solicited Event, Invalidate
+    /// STag): every segment of the message must carry the same (review 5,
+    /// F7; RFC 5040 §4.3: the RDMAP header is in every segment).
+    op: (bool, Option<u32>),
 }
 
 /// Receive half of one QP.
@@ -377,6 +381,12 @@ impl Rx {
     /// Advances the state machine over staged bytes.
     fn step_staged(&mut self) {
         while self.start < self.end && !self.dead {
+            if self.sh.stopped() {
+                // review5: stopped by another thread in the middle of an
+                // FPDU: nothing more is placed (its WR was flushed).
+                self.dead = true;
+                return;
+            }
             match self.st {
                 St::Header => {
                     let take = (self.hdr_need - self.hdr_have).min(self.end - self.start);
@@ -572,7 +582,13 @@ impl Rx {
                     self.target = Target::Small;
                 }
             }
-            RdmapRepr::Send { msn, mo, .. } => {
+            RdmapRepr::Send {
+                msn,
+                mo,
+                solicited,
+                invalidate,
+                ..
+            } => {
                 if self.recv_cur.is_none() {
                     if msn != self.send_msn {
                         self.defer(TerminateCause::DdpMsnRange, None);
@@ -597,6 +613,7 @@ impl Rx {
                         cap,
                         placed: 0,
                         msn,
+                        op: (solicited, invalidate),
                     });
                 }
                 let Some(cur) = self.recv_cur.as_mut() else {
@@ -607,6 +624,9 @@ impl Rx {
                 if msn != cur.msn {
                     let wc = fail(WcStatus::LocalQpOperationError);
                     self.defer(TerminateCause::DdpMsnRange, wc);
+                } else if (solicited, invalidate) != cur.op {
+                    let wc = fail(WcStatus::LocalQpOperationError);
+                    self.defer(TerminateCause::RdmapUnexpectedOpcode, wc);
                 } else if u64::from(mo) != cur.placed {
                     let wc = fail(WcStatus::LocalQpOperationError);
                     self.defer(TerminateCause::DdpInvalidMo, wc);
@@ -694,6 +714,10 @@ impl Rx {
         // fixed size beyond it.
         self.start = 0;
         self.end = 0;
+        if self.sh.stopped() {
+            self.dead = true;
+            return Ok(1);
+        }
         if let Some(seg) = self.read_ahead_segment() {
             return self.place_read_ahead(read, seg);
         }
@@ -999,8 +1023,6 @@ impl Rx {
         }
         self.crc = Crc32c::new();
         self.st = St::Header;
-        self.hdr_have = 0;
-        self.hdr_need = 3;
         self.fpdus += 1;
         if self.fpdus == 1 {
             let mut g = self.sh.lock();
@@ -1010,10 +1032,14 @@ impl Rx {
                 self.tx_work = true;
             }
         }
-        let Some(repr) = self.repr.take() else {
-            return;
-        };
-        self.deliver(repr);
+        if let Some(repr) = self.repr.take() {
+            self.deliver(repr);
+        }
+        // The header is kept through delivery: a Terminate for a failure
+        // found there (a Send with Invalidate of an STag that cannot be
+        // invalidated) carries it (review 5, F6; RFC 5040 §7.2).
+        self.hdr_have = 0;
+        self.hdr_need = 3;
     }
 
     /// The receive or read WR in progress, as a failed completion.
@@ -1164,9 +1190,6 @@ impl Rx {
                         .filter(|e| !e.internal)
                         .map(|e| self.sh.wc(e.wr.wr_id, status, WcOpcode::RdmaRead, 0))
                 };
-                if first.is_some() {
-                    self.sh.lock().orq.pop_front();
-                }
                 self.sh.fail(err, None, first);
             }
         }

@@ -131,7 +131,7 @@ impl Tx {
     pub fn poll_transmit(&mut self, out: &mut Vec<Bytes>, budget: usize) -> usize {
         let mut produced = 0;
         while !self.finished && produced < budget {
-            if self.cur.is_none() || self.terminate_pending() {
+            if self.cur.is_none() || self.sh.stopped() {
                 match self.next_message() {
                     Some(m) => self.cur = Some(m),
                     None => break,
@@ -146,10 +146,6 @@ impl Tx {
         produced
     }
 
-    fn terminate_pending(&self) -> bool {
-        self.sh.lock().terminate.is_some()
-    }
-
     /// Chooses the next message: Terminate first; then the RTR; then Read
     /// Responses; then the send queue in order.
     fn next_message(&mut self) -> Option<OutMsg> {
@@ -159,26 +155,14 @@ impl Tx {
                 // A partially sent message is abandoned at a segment
                 // boundary; its WR was flushed by `fail`.
                 drop(g);
-                if let Some(m) = self.cur.take() {
-                    if let Some(wc) = m.done {
-                        self.sh.send_cq.push(WorkCompletion {
-                            status: WcStatus::WrFlushError,
-                            ..wc
-                        });
-                    }
-                }
+                // Its WR (if any) was flushed, in order, by `fail`/`close`.
+                self.cur = None;
                 return Some(self.terminate_msg(&t));
             }
             if g.error.is_some() || g.state == rdma_verbs::QpState::Disconnected {
                 drop(g);
-                if let Some(m) = self.cur.take() {
-                    if let Some(wc) = m.done {
-                        self.sh.send_cq.push(WorkCompletion {
-                            status: WcStatus::WrFlushError,
-                            ..wc
-                        });
-                    }
-                }
+                // Its WR (if any) was flushed, in order, by `fail`/`close`.
+                self.cur = None;
                 self.finished = true;
                 self.sh.lock().tx_closed = true;
                 return None;
@@ -318,8 +302,9 @@ impl Tx {
                         ));
                     }
                     _ => {
-                        drop(g);
                         let opcode = wc_opcode(&wr.op);
+                        g.sq_cur = Some(self.sh.wc(wr.wr_id, WcStatus::Success, opcode, 0));
+                        drop(g);
                         let mut pieces = std::mem::take(&mut self.spare_pieces);
                         match gather(&self.sh, &wr.sgl, &mut pieces, &mut self.copies) {
                             Ok(()) => {}
@@ -327,6 +312,7 @@ impl Tx {
                                 let wc =
                                     self.sh
                                         .wc(wr.wr_id, WcStatus::LocalProtectionError, opcode, 0);
+                                self.sh.lock().sq_cur = None;
                                 self.local_failure(
                                     wc,
                                     "send SGL failed the local protection check",
@@ -367,6 +353,7 @@ impl Tx {
                         m.sq_done = true;
                         if m.total > u32::MAX as usize && matches!(m.kind, Kind::Send { .. }) {
                             let wc = self.sh.wc(wr.wr_id, WcStatus::LocalLengthError, opcode, 0);
+                            self.sh.lock().sq_cur = None;
                             self.local_failure(wc, "Send longer than 4 GiB");
                             continue;
                         }
@@ -571,16 +558,19 @@ impl Tx {
             self.sh.lock().tx_closed = true;
             return;
         }
+        let mut mine = true;
         if m.sq_done || m.read_done {
             let mut g = self.sh.lock();
             if m.sq_done {
                 g.sq_outstanding = g.sq_outstanding.saturating_sub(1);
+                // Flushed meanwhile: completes once, as flushed.
+                mine = g.sq_cur.take().is_some();
             }
             if m.read_done {
                 g.reads_in_service = g.reads_in_service.saturating_sub(1);
             }
         }
-        if let Some(wc) = m.done {
+        if let (true, Some(wc)) = (mine, m.done) {
             self.sh.send_cq.push(wc);
         }
     }

@@ -13,6 +13,13 @@ use crate::record::{Record, RecordDecoder, RecordError, RecordLimits};
 const MIN_READ: usize = 16 * 1024;
 /// Most slices passed to one `writev` (well under Linux's IOV_MAX of 1024).
 const MAX_IOVECS: usize = 64;
+/// Most read-buffer room reserved for a fragment beyond the bytes of it
+/// already received, when less than that has arrived (review 4, K3): room
+/// follows the bytes the peer has sent, not the length it announced. Large
+/// enough that a 1 MiB payload with its RPC header (and the next fragment
+/// header) lands in a single reservation; beyond it the room at most doubles
+/// what has arrived, so a large fragment is copied O(n) times in all.
+const GROWTH_STEP: usize = (1 << 20) + 64 * 1024;
 
 /// The default send buffer of a connection's socket
 /// ([`ClientConfig::send_buffer`](crate::ClientConfig::send_buffer),
@@ -56,6 +63,9 @@ pub struct RecordReader<R> {
     inner: R,
     decoder: RecordDecoder,
     buf: BytesMut,
+    /// Where `buf` started when the reader last allocated it itself: while
+    /// it still starts there, no record shares it and it can grow in place.
+    own_start: usize,
 }
 
 impl<R: AsyncRead + Unpin> RecordReader<R> {
@@ -65,6 +75,7 @@ impl<R: AsyncRead + Unpin> RecordReader<R> {
             inner,
             decoder: RecordDecoder::new(limits),
             buf: BytesMut::new(),
+            own_start: 0,
         }
     }
 
@@ -76,20 +87,65 @@ impl<R: AsyncRead + Unpin> RecordReader<R> {
             if let Some(record) = self.decoder.decode(&mut self.buf)? {
                 return Ok(Some(record));
             }
-            // Room for the rest of the current fragment, so that it lands
-            // contiguously and is handed on without copying. The decoder
-            // has checked the fragment against the record limit; the
-            // reservation is virtual memory that becomes resident only as
-            // the peer's bytes actually arrive.
-            let want = self.decoder.read_hint(self.buf.len()).max(MIN_READ);
-            if self.buf.capacity() - self.buf.len() < want {
-                self.buf.reserve(want);
-            }
+            self.reserve_for_next_read();
             if self.inner.read_buf(&mut self.buf).await? == 0 {
                 self.decoder.finish(&self.buf)?;
                 return Ok(None);
             }
         }
+    }
+}
+
+impl<R> RecordReader<R> {
+    /// Makes room in the read buffer for the next read.
+    ///
+    /// A fragment stays in the buffer until it is complete, so that it lands
+    /// contiguously and is handed on without copying. The room reserved is
+    /// the rest of the fragment, but at most [`GROWTH_STEP`] or as much as
+    /// has already arrived, whichever is larger (review 4, K3): a peer that
+    /// announces a large fragment (the decoder has checked it against the
+    /// record limit) and sends only a few bytes of it gets a small buffer,
+    /// and the buffer grows geometrically as the bytes come, once the room
+    /// is used up: its capacity stays under about twice the bytes received
+    /// plus [`GROWTH_STEP`]. A buffer the reader allocated and has not
+    /// split since grows by `realloc` (no copy for large ones); otherwise the
+    /// bytes received so far are copied once into a new buffer.
+    /// Synchronous, so `next_record` stays cancel-safe.
+    fn reserve_for_next_read(&mut self) {
+        let buffered = self.buf.len();
+        let hint = self.decoder.read_hint(buffered);
+        // Enough room for a useful read: no growth (growing while there is
+        // room would copy the bytes received more often than needed).
+        if self.buf.capacity() - buffered >= hint.min(MIN_READ) {
+            return;
+        }
+        let want = hint.min(GROWTH_STEP.max(buffered)).max(MIN_READ);
+        if self.buf.as_ptr() as usize == self.own_start {
+            // Still the buffer allocated below, nothing split off or
+            // consumed since: growing it is a `realloc` (for large buffers
+            // `mremap`, which moves no bytes). At most
+            // max(2 × capacity, buffered + want), and the capacity was
+            // under buffered + MIN_READ.
+            self.buf.reserve(want);
+            self.own_start = self.buf.as_ptr() as usize;
+            return;
+        }
+        if self.buf.try_reclaim(want) {
+            return;
+        }
+        // Shared with records already handed on, or too small: a buffer of
+        // its own with exactly the room asked for (`reserve` could double a
+        // large old capacity); the bytes received so far move once.
+        let mut grown = BytesMut::with_capacity(buffered + want);
+        grown.extend_from_slice(&self.buf);
+        self.buf = grown;
+        self.own_start = self.buf.as_ptr() as usize;
+    }
+
+    /// The read buffer's capacity (for tests of the reservation policy).
+    #[cfg(test)]
+    fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
     }
 }
 
@@ -153,6 +209,7 @@ pub async fn write_chain_flush<W: AsyncWrite + Unpin>(
 mod tests {
     use super::*;
     use crate::record::RecordEncoder;
+    use std::time::Duration;
 
     #[tokio::test]
     async fn chain_round_trip_through_duplex() {
@@ -186,6 +243,74 @@ mod tests {
             reader.next_record().await,
             Err(ReadError::Record(RecordError::Truncated { .. }))
         ));
+    }
+
+    /// Review 4, K3: a header announcing a large fragment (within the
+    /// record limit) followed by a few bytes must not make the reader
+    /// reserve the announced size; the buffer follows the bytes received.
+    #[tokio::test]
+    async fn announced_fragment_is_not_reserved_up_front() {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        let limits = RecordLimits::default();
+        let announced = limits.max_record_size as u32;
+        a.write_all(&(announced | 0x8000_0000).to_be_bytes())
+            .await
+            .unwrap();
+        a.write_all(&[7u8; 100]).await.unwrap();
+        let mut reader = RecordReader::new(b, limits);
+        // Pending: the rest never comes (the writer stays open).
+        let pending = tokio::time::timeout(Duration::from_millis(100), reader.next_record()).await;
+        assert!(pending.is_err(), "no record can be complete yet");
+        let cap = reader.buffer_capacity();
+        assert!(
+            cap <= GROWTH_STEP + MIN_READ,
+            "{cap} bytes reserved for 104 bytes received (announced {announced})"
+        );
+        // 3 MiB more: the buffer grows with them, at most about twice
+        // what has arrived (plus one step).
+        let more = vec![9u8; 3 << 20];
+        let writer = tokio::spawn(async move {
+            a.write_all(&more).await.unwrap();
+            a
+        });
+        // Read until the writer is done and the pipe is drained.
+        let mut drained = 0;
+        while drained < 2 {
+            if writer.is_finished() {
+                drained += 1;
+            }
+            let pending =
+                tokio::time::timeout(Duration::from_millis(50), reader.next_record()).await;
+            assert!(pending.is_err(), "no record can be complete yet");
+        }
+        let _a = writer.await.unwrap();
+        let received = 100 + (3 << 20);
+        let cap = reader.buffer_capacity();
+        assert!(
+            (received..=2 * received + GROWTH_STEP + MIN_READ).contains(&cap),
+            "capacity {cap} for {received} bytes received"
+        );
+    }
+
+    /// A large single-fragment record read through a small pipe still
+    /// arrives as one contiguous piece (the buffer grows in steps).
+    #[tokio::test]
+    async fn large_fragment_grows_into_one_piece() {
+        let (mut a, b) = tokio::io::duplex(64 * 1024);
+        let payload: Vec<u8> = (0..(5 << 20) + 12_345u32).map(|i| (i * 13) as u8).collect();
+        let wire = RecordEncoder::default().encode_to_vec(&[Bytes::from(payload.clone())]);
+        let writer = tokio::spawn(async move {
+            a.write_all(&wire).await.unwrap();
+            a.write_all(&[0x80, 0, 0, 1, 42]).await.unwrap();
+        });
+        let mut reader = RecordReader::new(b, RecordLimits::default());
+        let record = reader.next_record().await.unwrap().unwrap();
+        assert_eq!(record.pieces().len(), 1);
+        assert_eq!(record.into_contiguous().to_vec(), payload);
+        let next = reader.next_record().await.unwrap().unwrap();
+        assert_eq!(&next.into_contiguous()[..], &[42]);
+        writer.await.unwrap();
+        assert!(reader.next_record().await.unwrap().is_none());
     }
 
     #[test]

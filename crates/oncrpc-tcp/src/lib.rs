@@ -17,8 +17,11 @@
 //!   record, default 16384) has its connection closed; other connections are
 //!   unaffected. A record's buffer grows only as its bytes arrive.
 //! * Per connection, at most [`ServerConfig::max_calls_per_connection`] calls
-//!   are in progress, a call counting until its reply has been written: a
-//!   peer that does not read its replies stops being read.
+//!   are in progress, and they hold at most
+//!   [`ServerConfig::max_bytes_per_connection`] bytes (default 64 MiB; the
+//!   larger of a call's record and its reply), a call counting until its
+//!   reply has been written: a peer that does not read its replies stops
+//!   being read.
 //! * [`ServerConfig::max_connections`] bounds connections;
 //!   [`ServerConfig::idle_timeout`] closes connections with no call in
 //!   progress that complete no record in time (also a half-sent one).

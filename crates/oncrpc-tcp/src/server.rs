@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,12 +19,19 @@ use bytes::Bytes;
 use oncrpc::{DispatchOutcome, Payload, Piece};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, debug_span, info, info_span, warn, Instrument};
 
 use crate::io::{write_chain, ReadError, RecordReader};
-use crate::record::{Record, RecordEncoder, RecordLimits, DEFAULT_MAX_FRAGMENT_SIZE};
+use crate::record::{
+    Record, RecordEncoder, RecordLimits, DEFAULT_MAX_FRAGMENT_SIZE, DEFAULT_MAX_RECORD_SIZE,
+};
+
+/// Default of [`ServerConfig::max_bytes_per_connection`]: 64 MiB, the
+/// default [`RecordLimits::max_record_size`], so that a maximal record is
+/// served without waiting for the rest of the connection's work to drain.
+pub const DEFAULT_MAX_BYTES_PER_CONNECTION: usize = DEFAULT_MAX_RECORD_SIZE;
 
 /// Maps one received record (an RPC call) to the reply message, if any.
 ///
@@ -64,6 +72,27 @@ pub struct ServerConfig {
     pub max_fragment_size: usize,
     /// Calls of one connection running at once; reading pauses at the limit.
     pub max_calls_per_connection: usize,
+    /// Bytes one connection may hold in calls and unwritten replies
+    /// (review 4, K2); reading pauses at the limit, which pushes back on
+    /// the peer through TCP flow control. Default
+    /// [`DEFAULT_MAX_BYTES_PER_CONNECTION`] (64 MiB).
+    ///
+    /// A call counts from the moment its record has been read until its
+    /// reply has been written (or, without a reply, until its handler
+    /// ends): first the record's length, raised to the framed reply's
+    /// length when the reply is queued if that is larger. (An echo's reply
+    /// shares the call's bytes, so the larger of the two is what is held.)
+    /// A received record waits (and the socket is not read meanwhile)
+    /// until its length fits; one larger than this whole budget (possible when
+    /// [`RecordLimits::max_record_size`] is larger) is admitted once the
+    /// connection holds nothing else, so it is served alone rather than
+    /// refused or deadlocked. A reply cannot be refused: one larger than
+    /// its call is counted without waiting and may take the count over the
+    /// budget, which then keeps reading paused until it is written. So a
+    /// connection holds at most this budget (or one larger record), plus
+    /// one record being read, plus the growth of replies of calls already
+    /// running.
+    pub max_bytes_per_connection: usize,
     /// Connections served at once; accepting pauses at the limit.
     pub max_connections: usize,
     /// On shutdown, how long calls in progress may take to finish.
@@ -84,6 +113,7 @@ impl Default for ServerConfig {
             limits: RecordLimits::default(),
             max_fragment_size: DEFAULT_MAX_FRAGMENT_SIZE,
             max_calls_per_connection: 128,
+            max_bytes_per_connection: DEFAULT_MAX_BYTES_PER_CONNECTION,
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(5),
             idle_timeout: Some(Duration::from_secs(300)),
@@ -238,39 +268,43 @@ async fn serve_connection<S: RecordService>(
     debug!("connection accepted");
     let (read_half, write_half) = stream.into_split();
     let mut reader = RecordReader::new(read_half, config.limits);
-    // Each queued reply carries its call's permit, released only once the
-    // reply is written: a peer that sends calls but does not read replies
-    // stops being read after `max_calls_per_connection` of them, instead of
-    // making replies pile up in memory.
+    // Each queued reply carries its call's permit and bytes, released only
+    // once the reply is written: a peer that sends calls but does not read
+    // replies stops being read after `max_calls_per_connection` of them or
+    // `max_bytes_per_connection` of their bytes, instead of making replies
+    // pile up in memory.
     let (reply_tx, reply_rx) = mpsc::unbounded_channel::<QueuedReply>();
     let mut writer = tokio::spawn(write_replies(write_half, reply_rx).in_current_span());
     let calls_allowed = Arc::new(Semaphore::new(config.max_calls_per_connection.max(1)));
+    // Each call also holds its bytes in this budget until its reply is
+    // written (review 4, K2): calls bound the count of records in flight,
+    // the budget their size.
+    let budget = ByteBudget::new(config.max_bytes_per_connection);
     let mut calls = JoinSet::new();
     let encoder = RecordEncoder::new(config.max_fragment_size);
 
     let mut idle_since = tokio::time::Instant::now();
     let outcome: Result<(), ConnectionEnd> = loop {
+        // Every call slot may be held by a reply the peer does not take:
+        // waiting for one with no call running is idle too (review 4, K1).
+        let permit = match wait_while_serving(
+            calls_allowed.clone().acquire_owned(),
+            &mut calls,
+            &mut writer,
+            &mut stop,
+            &mut idle_since,
+            config.idle_timeout,
+        )
+        .await
+        {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_closed)) => break Ok(()),
+            Err(end) => break end.outcome("waiting for a call slot"),
+        };
         let idle_deadline = idle_since
             + config
                 .idle_timeout
                 .unwrap_or(Duration::from_secs(365 * 86_400));
-        let permit = tokio::select! {
-            p = calls_allowed.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break Ok(()),
-            },
-            _ = stop.wait_for(|s| *s) => break Ok(()),
-            // The writer only ends early when the socket fails.
-            _ = &mut writer => break Err(ConnectionEnd::WriteFailed),
-            // Every call slot is held by a reply the peer does not take,
-            // and no call is running: that is idle too (review 4, K1).
-            _ = tokio::time::sleep_until(idle_deadline),
-                if config.idle_timeout.is_some() && calls.is_empty() =>
-            {
-                debug!("idle timeout with replies not taken");
-                break Ok(());
-            }
-        };
         let record = tokio::select! {
             r = reader.next_record() => r,
             _ = stop.wait_for(|s| *s) => break Ok(()),
@@ -290,6 +324,22 @@ async fn serve_connection<S: RecordService>(
         idle_since = tokio::time::Instant::now();
         match record {
             Ok(Some(record)) => {
+                // Room for the record's bytes; reading stays paused until
+                // there is. Waiting for replies the peer does not take,
+                // with no call running, is idle as well.
+                let bytes = match wait_while_serving(
+                    budget.acquire(record.len()),
+                    &mut calls,
+                    &mut writer,
+                    &mut stop,
+                    &mut idle_since,
+                    config.idle_timeout,
+                )
+                .await
+                {
+                    Ok(bytes) => bytes,
+                    Err(end) => break end.outcome("waiting for room in the byte budget"),
+                };
                 let service = service.clone();
                 let reply_tx = reply_tx.clone();
                 // A span per call, named by the xid when the record starts
@@ -302,13 +352,16 @@ async fn serve_connection<S: RecordService>(
                 let span = debug_span!("call", xid, len = record.len());
                 calls.spawn(
                     async move {
+                        let mut bytes = bytes;
                         if let Some(reply) = service.handle(record, peer).await {
                             let mut framed = Vec::with_capacity(reply.len() + 2);
                             encoder.encode(&reply, &mut framed);
+                            bytes.raise_to(framed.iter().map(Bytes::len).sum());
                             // A closed writer means the connection is gone.
                             let _ = reply_tx.send(QueuedReply {
                                 chain: framed,
                                 _permit: permit,
+                                _bytes: bytes,
                             });
                         }
                     }
@@ -378,6 +431,151 @@ enum ConnectionEnd {
     WriteFailed,
 }
 
+/// How a wait of the connection loop ended without what it waited for.
+enum WaitEnd {
+    /// The server is stopping.
+    Stop,
+    /// The writer task ended: the socket failed.
+    WriteFailed,
+    /// No call ran and no record completed for the idle timeout.
+    Idle,
+}
+
+impl WaitEnd {
+    /// What the connection loop does next; `what` names the wait, for the log.
+    fn outcome(self, what: &'static str) -> Result<(), ConnectionEnd> {
+        match self {
+            WaitEnd::Stop => Ok(()),
+            WaitEnd::WriteFailed => Err(ConnectionEnd::WriteFailed),
+            WaitEnd::Idle => {
+                debug!(wait = what, "idle timeout with replies not taken");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Waits for `what` (a call slot, or room in the byte budget) while the
+/// connection stays served: it gives up when the server stops, when the
+/// writer ends, or when the idle timeout passes with no call running (the
+/// slot or the bytes are then held by replies the peer does not take).
+/// Calls that end meanwhile are reaped and restart the idle timer, as while
+/// reading.
+async fn wait_while_serving<T>(
+    what: impl Future<Output = T>,
+    calls: &mut JoinSet<()>,
+    writer: &mut JoinHandle<()>,
+    stop: &mut watch::Receiver<bool>,
+    idle_since: &mut tokio::time::Instant,
+    idle_timeout: Option<Duration>,
+) -> Result<T, WaitEnd> {
+    let what = std::pin::pin!(what);
+    let mut what = what;
+    loop {
+        let idle_deadline = *idle_since + idle_timeout.unwrap_or(Duration::from_secs(365 * 86_400));
+        tokio::select! {
+            got = what.as_mut() => return Ok(got),
+            _ = stop.wait_for(|s| *s) => return Err(WaitEnd::Stop),
+            _ = &mut *writer => return Err(WaitEnd::WriteFailed),
+            _ = tokio::time::sleep_until(idle_deadline),
+                if idle_timeout.is_some() && calls.is_empty() =>
+            {
+                return Err(WaitEnd::Idle);
+            }
+            Some(done) = calls.join_next(), if !calls.is_empty() => {
+                log_call_end(done);
+                *idle_since = tokio::time::Instant::now();
+            }
+        }
+    }
+}
+
+/// One connection's budget of bytes in calls and unwritten replies
+/// ([`ServerConfig::max_bytes_per_connection`]).
+///
+/// Only the connection's reading loop waits on it; calls add their
+/// replies' growth without waiting, and bytes come back when a
+/// [`BudgetGuard`] is dropped.
+#[derive(Debug)]
+struct ByteBudget {
+    limit: usize,
+    held: AtomicUsize,
+    released: Notify,
+}
+
+impl ByteBudget {
+    fn new(limit: usize) -> Arc<Self> {
+        Arc::new(ByteBudget {
+            limit,
+            held: AtomicUsize::new(0),
+            released: Notify::new(),
+        })
+    }
+
+    /// Takes `n` bytes once they fit in the budget, or once nothing is held
+    /// at all (so that a record larger than the budget is served alone
+    /// rather than never).
+    async fn acquire(self: &Arc<Self>, n: usize) -> BudgetGuard {
+        let mut logged = false;
+        loop {
+            let released = self.released.notified();
+            let mut released = std::pin::pin!(released);
+            // Registered before the check: a release after it wakes us.
+            released.as_mut().enable();
+            let held = self.held.load(Ordering::Acquire);
+            if held == 0 || held.saturating_add(n) <= self.limit {
+                if self
+                    .held
+                    .compare_exchange(held, held + n, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return BudgetGuard {
+                        budget: self.clone(),
+                        n,
+                    };
+                }
+                continue;
+            }
+            if !logged {
+                debug!(
+                    held,
+                    len = n,
+                    limit = self.limit,
+                    "byte budget exhausted; reading paused until replies are written"
+                );
+                logged = true;
+            }
+            released.await;
+        }
+    }
+}
+
+/// Bytes of a [`ByteBudget`] held by one call and then its reply; given
+/// back when dropped.
+#[derive(Debug)]
+struct BudgetGuard {
+    budget: Arc<ByteBudget>,
+    n: usize,
+}
+
+impl BudgetGuard {
+    /// Raises the bytes held to `n` if that is more, without waiting (a
+    /// reply cannot be refused; reading stays paused while over budget).
+    fn raise_to(&mut self, n: usize) {
+        if n > self.n {
+            self.budget.held.fetch_add(n - self.n, Ordering::AcqRel);
+            self.n = n;
+        }
+    }
+}
+
+impl Drop for BudgetGuard {
+    fn drop(&mut self) {
+        self.budget.held.fetch_sub(self.n, Ordering::AcqRel);
+        self.budget.released.notify_waiters();
+    }
+}
+
 /// Reports a call task that panicked (its caller gets no reply).
 fn log_call_end(done: Result<(), tokio::task::JoinError>) {
     if let Err(e) = done {
@@ -387,10 +585,11 @@ fn log_call_end(done: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// A framed reply waiting for the writer, holding its call's slot.
+/// A framed reply waiting for the writer, holding its call's slot and bytes.
 struct QueuedReply {
     chain: Vec<Bytes>,
     _permit: OwnedSemaphorePermit,
+    _bytes: BudgetGuard,
 }
 
 /// Writes reply records as they complete, batching those that are ready.

@@ -474,6 +474,9 @@ async fn wait_while_serving<T>(
     loop {
         let idle_deadline = *idle_since + idle_timeout.unwrap_or(Duration::from_secs(365 * 86_400));
         tokio::select! {
+            // What is waited for first: mostly it is ready at once, and
+            // then no idle timer is armed (one per call otherwise).
+            biased;
             got = what.as_mut() => return Ok(got),
             _ = stop.wait_for(|s| *s) => return Err(WaitEnd::Stop),
             _ = &mut *writer => return Err(WaitEnd::WriteFailed),

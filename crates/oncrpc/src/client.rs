@@ -253,8 +253,8 @@ pub enum ReplyOutcome<T> {
     /// A CALL (e.g. a backchannel request); the client core does not
     /// handle it.
     NotAReply(u32),
-    /// Not a decodable reply header: drop it (the outstanding call, if any,
-    /// will time out).
+    /// Not a decodable reply header, and not a REPLY to an outstanding call
+    /// (one that is completes with [`RpcError::BadReply`]): drop it.
     Malformed(xdr::Error),
 }
 
@@ -382,13 +382,28 @@ impl<T> ClientCore<T> {
     /// Match a received message against the outstanding calls.
     pub fn handle_reply(&mut self, msg: &Payload) -> ReplyOutcome<T> {
         let mut d = PayloadDecoder::new(msg);
-        if let (Ok(xid), Ok(mtype)) = (xdr::XdrRead::u32(&mut d), xdr::XdrRead::u32(&mut d)) {
+        let head = (xdr::XdrRead::u32(&mut d), xdr::XdrRead::u32(&mut d));
+        if let (Ok(xid), Ok(mtype)) = head {
             if mtype == MsgType::Call as u32 {
                 return ReplyOutcome::NotAReply(xid);
             }
         }
         match decode_reply(msg) {
-            Err(e) => ReplyOutcome::Malformed(e),
+            Err(e) => match head {
+                // A REPLY to an outstanding call that does not decode (an
+                // unknown accept/reject/auth status, a cut-off body): that
+                // call fails now with the reason, rather than waiting for
+                // its timeout, or for ever without one (review 7, G1).
+                (Ok(xid), Ok(mtype)) if mtype == MsgType::Reply as u32 => match self.take(xid) {
+                    Some(data) => ReplyOutcome::Completed {
+                        xid,
+                        data,
+                        result: Err(RpcError::BadReply(e)),
+                    },
+                    None => ReplyOutcome::Malformed(e),
+                },
+                _ => ReplyOutcome::Malformed(e),
+            },
             Ok((xid, result)) => match self.take(xid) {
                 Some(data) => ReplyOutcome::Completed { xid, data, result },
                 None => ReplyOutcome::UnknownXid(xid),

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::RangeInclusive;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -262,7 +263,27 @@ impl Dispatcher {
         };
         let xid = call.xid;
         let (prog, vers, procedure) = (call.prog, call.vers, call.procedure);
-        let stat = match svc.handle(call).await {
+        // A procedure that panics (making its future, or in a poll) is
+        // answered SYSTEM_ERR; the connection and the other calls go on
+        // (review 7, G3: over TCP the caller got nothing and waited for its
+        // timeout; over RDMA the connection was closed and the call
+        // retransmitted, to panic again).
+        let handled = match std::panic::catch_unwind(AssertUnwindSafe(|| svc.handle(call))) {
+            Ok(fut) => CatchUnwind(fut).await,
+            Err(panic) => Err(panic),
+        };
+        let handled = handled.unwrap_or_else(|panic| {
+            tracing::error!(
+                xid,
+                prog,
+                vers,
+                procedure,
+                panic = panic_message(&*panic),
+                "procedure panicked; answering SYSTEM_ERR"
+            );
+            Err(ProcError::SystemErr)
+        });
+        let stat = match handled {
             Ok(results) => {
                 let hdr = ReplyHeader::accepted(xid, AcceptStat::Success);
                 return DispatchOutcome::Reply(reply_message(&hdr, results));
@@ -393,4 +414,34 @@ pub fn reply_message(hdr: &ReplyHeader, results: Payload) -> Payload {
     b.item(hdr);
     b.payload(results);
     b.finish()
+}
+
+/// Polls a future, catching a panic in a poll as `Err` with its payload.
+struct CatchUnwind<F>(F);
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let f = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *f).poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+/// The message of a panic payload, when it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s
+    } else {
+        "(no message)"
+    }
 }

@@ -157,12 +157,51 @@ fn calls_and_garbage_are_not_replies() {
     core.register(3, None, ());
     let c = Request::new(1, 1, 1, Payload::new()).encode(3);
     assert!(matches!(core.handle_reply(&c), ReplyOutcome::NotAReply(3)));
-    let trunc = Payload::from_xdr(Bytes::from_static(&[0, 0, 0, 3, 0, 0, 0, 1, 0, 0]));
+    // Too short for a header, or a broken REPLY to no outstanding call:
+    // dropped.
+    let short = Payload::from_xdr(Bytes::from_static(&[0, 0, 0, 3, 0, 0]));
     assert!(matches!(
-        core.handle_reply(&trunc),
+        core.handle_reply(&short),
+        ReplyOutcome::Malformed(_)
+    ));
+    let trunc_other = Payload::from_xdr(Bytes::from_static(&[0, 0, 0, 4, 0, 0, 0, 1, 0, 0]));
+    assert!(matches!(
+        core.handle_reply(&trunc_other),
         ReplyOutcome::Malformed(_)
     ));
     assert!(core.is_pending(3));
+}
+
+/// Review 7, G1: a REPLY to an outstanding call that does not decode (cut
+/// off, or an accept/reject/auth status outside the registry) completes
+/// that call with `BadReply` at once instead of leaving it to its timeout.
+#[test]
+fn undecodable_reply_to_a_pending_call_fails_it() {
+    let mut core: ClientCore = ClientCore::with_first_xid(0);
+    let cases: [&[u8]; 4] = [
+        // Cut off after reply_stat.
+        &[0, 0, 0, 3, 0, 0, 0, 1, 0, 0],
+        // MSG_ACCEPTED, AUTH_NONE verifier, accept_stat 9.
+        &[
+            0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9,
+        ],
+        // MSG_DENIED, reject_stat 5.
+        &[0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 5],
+        // MSG_DENIED, AUTH_ERROR, auth_stat 99.
+        &[0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 99],
+    ];
+    for bytes in cases {
+        core.register(3, None, ());
+        match core.handle_reply(&Payload::from_xdr(Bytes::from_static(bytes))) {
+            ReplyOutcome::Completed {
+                xid: 3,
+                result: Err(RpcError::BadReply(_)),
+                ..
+            } => {}
+            o => panic!("{bytes:?}: {o:?}"),
+        }
+        assert!(!core.is_pending(3));
+    }
 }
 
 #[test]

@@ -34,6 +34,7 @@ impl Service for Calc {
                 out.u32(a.wrapping_add(b)).u32(call.vers);
             }
             2 => return Err(ProcError::SystemErr),
+            6 => panic!("Calc: deliberate panic in procedure 6"),
             5 => return Err(ProcError::AuthError(AuthStat::RejectedCred)),
             3 => {
                 // Echo a DDP-eligible argument as a DDP-eligible result.
@@ -324,5 +325,65 @@ proptest! {
             prop_assert_eq!(Some(xid), msg.get(..4).map(|b| u32::from_be_bytes(b.try_into().unwrap())));
         }
         block_on(d.dispatch(Payload::from(tail)));
+    }
+}
+
+/// Panics when asked for its future (before any poll).
+struct PanicsEarly;
+
+impl Service for PanicsEarly {
+    fn program(&self) -> u32 {
+        STRICT + 1
+    }
+    fn versions(&self) -> RangeInclusive<u32> {
+        1..=1
+    }
+    fn handle(
+        &self,
+        _call: Call,
+    ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
+        panic!("PanicsEarly: deliberate panic");
+        #[allow(unreachable_code)]
+        async {
+            Ok(Payload::new())
+        }
+    }
+}
+
+/// Review 7, G3: a procedure that panics, in a poll of its future or when
+/// making it, is answered SYSTEM_ERR; the dispatcher goes on serving.
+#[test]
+fn panicking_procedures_are_answered_system_err() {
+    assert!(matches!(
+        call(Request::new(PROG, 3, 6, Payload::new())),
+        Err(RpcError::SystemErr)
+    ));
+    let d = Dispatcher::builder()
+        .service(PanicsEarly)
+        .service(Calc { vers: 2..=3 })
+        .build();
+    let mut core: ClientCore<()> = ClientCore::with_first_xid(0);
+    for (req, xid) in [
+        (Request::new(STRICT + 1, 1, 1, Payload::new()), 5),
+        (Request::new(PROG, 2, 1, args(&[2, 3])), 6),
+    ] {
+        core.register(xid, None, ());
+        let reply = match block_on(d.dispatch(req.encode(xid))) {
+            DispatchOutcome::Reply(r) => r,
+            DispatchOutcome::Drop(r) => panic!("dropped: {r:?}"),
+        };
+        match (xid, core.handle_reply(&reply)) {
+            (
+                5,
+                ReplyOutcome::Completed {
+                    result: Err(RpcError::SystemErr),
+                    ..
+                },
+            ) => {}
+            (6, ReplyOutcome::Completed { result: Ok(p), .. }) => {
+                assert_eq!(&p.flatten()[..], &[0, 0, 0, 5, 0, 0, 0, 2]);
+            }
+            (_, o) => panic!("{xid}: {o:?}"),
+        }
     }
 }

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use oncrpc::{Channel, ClientCore, Payload, Piece, ReplyOutcome, Request, RpcError};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 use tracing::{debug, info_span, warn, Instrument};
 
@@ -41,7 +41,19 @@ pub struct ClientConfig {
     /// autotuning. Paths with a bandwidth-delay product above ~1 MiB want
     /// more.
     pub send_buffer: Option<usize>,
+    /// Bytes of call records queued and not yet written to the socket (review
+    /// 7, G2). A call waits for room, within its own timeout, so that a
+    /// server that stops reading cannot make the client's memory grow
+    /// without bound. A call larger than this waits until it is the only
+    /// one queued. Calls whose caller gave up (timeout, or a dropped future)
+    /// before their record was written are not sent at all. Default
+    /// [`DEFAULT_MAX_QUEUED_BYTES`].
+    pub max_queued_bytes: usize,
 }
+
+/// Default of [`ClientConfig::max_queued_bytes`]: 64 MiB, the default
+/// record limit.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -51,6 +63,7 @@ impl Default for ClientConfig {
             default_timeout: Some(Duration::from_secs(30)),
             connect_timeout: Duration::from_secs(10),
             send_buffer: Some(crate::io::DEFAULT_SEND_BUFFER),
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
         }
     }
 }
@@ -71,6 +84,20 @@ struct Shared {
     /// Wakes the writer when the reader has ended, so that it closes the
     /// socket rather than keep a half-dead connection open.
     reader_done: Notify,
+    /// Room for queued call records, in bytes
+    /// ([`ClientConfig::max_queued_bytes`]); closed when the connection is
+    /// lost.
+    room: Arc<Semaphore>,
+    /// [`ClientConfig::max_queued_bytes`], as permits.
+    room_max: u32,
+}
+
+/// A call record waiting for the writer, holding its room in the queue.
+#[derive(Debug)]
+struct Queued {
+    xid: u32,
+    framed: Vec<Bytes>,
+    room: OwnedSemaphorePermit,
 }
 
 impl Shared {
@@ -87,6 +114,8 @@ impl Shared {
             st.closed = true;
             st.core.fail_all()
         };
+        // Calls waiting for room in the queue give up too.
+        self.room.close();
         if !failed.is_empty() {
             debug!(calls = failed.len(), why, "failing outstanding calls");
         }
@@ -104,7 +133,7 @@ impl Shared {
 #[derive(Debug)]
 pub struct TcpChannel {
     shared: Arc<Shared>,
-    writes: mpsc::UnboundedSender<Vec<Bytes>>,
+    writes: mpsc::UnboundedSender<Queued>,
     encoder: RecordEncoder,
     default_timeout: Option<Duration>,
     local: SocketAddr,
@@ -142,12 +171,15 @@ impl TcpChannel {
         crate::io::set_send_buffer(&stream, config.send_buffer);
         let local = stream.local_addr()?;
         let peer = stream.peer_addr()?;
+        let room_max = u32::try_from(config.max_queued_bytes.max(1)).unwrap_or(u32::MAX);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 core: ClientCore::new(),
                 closed: false,
             }),
             reader_done: Notify::new(),
+            room: Arc::new(Semaphore::new(room_max as usize)),
+            room_max,
         });
         let (read_half, write_half) = stream.into_split();
         let (writes, write_rx) = mpsc::unbounded_channel();
@@ -183,6 +215,12 @@ impl TcpChannel {
         self.shared.lock().closed
     }
 
+    /// Bytes of call records queued and not yet written to the socket (at
+    /// most [`ClientConfig::max_queued_bytes`]).
+    pub fn queued_bytes(&self) -> usize {
+        (self.shared.room_max as usize).saturating_sub(self.shared.room.available_permits())
+    }
+
     /// Number of calls awaiting their reply.
     pub fn outstanding(&self) -> usize {
         self.shared.lock().core.outstanding()
@@ -207,22 +245,40 @@ impl TcpChannel {
         let chunks: Vec<Bytes> = msg.xdr_chunks().collect();
         let mut framed = Vec::with_capacity(chunks.len() + 2);
         self.encoder.encode(&chunks, &mut framed);
-        if self.writes.send(framed).is_err() {
-            return Err(RpcError::ConnectionLost);
-        }
+        let len: usize = framed.iter().map(Bytes::len).sum();
+        // Room in the queue, then the reply: both within the call's timeout.
+        let exchange = async {
+            let want = u32::try_from(len)
+                .unwrap_or(u32::MAX)
+                .min(self.shared.room_max);
+            let Ok(room) = self.shared.room.clone().acquire_many_owned(want).await else {
+                return Err(RpcError::ConnectionLost);
+            };
+            let queued = Queued { xid, framed, room };
+            if self.writes.send(queued).is_err() {
+                return Err(RpcError::ConnectionLost);
+            }
+            // A dropped sender means the call was removed without an answer.
+            rx.await.unwrap_or(Err(RpcError::ConnectionLost))
+        };
         let completion = match timeout {
-            Some(t) => match tokio::time::timeout(t, rx).await {
+            Some(t) => match tokio::time::timeout(t, exchange).await {
                 Ok(c) => c,
                 Err(_) => {
                     debug!(xid, ?t, "call timed out");
                     return Err(RpcError::Timeout);
                 }
             },
-            None => rx.await,
+            None => exchange.await,
         };
-        std::mem::forget(guard);
-        // A dropped sender means the call was removed without an answer.
-        completion.unwrap_or(Err(RpcError::ConnectionLost))
+        if matches!(completion, Err(RpcError::ConnectionLost)) {
+            // Possibly never queued: make sure the xid is forgotten.
+            drop(guard);
+        } else {
+            // Completed: the reply (or the connection's end) took the xid.
+            std::mem::forget(guard);
+        }
+        completion
     }
 }
 
@@ -276,14 +332,30 @@ async fn read_replies(read_half: OwnedReadHalf, limits: RecordLimits, shared: Ar
     shared.reader_done.notify_one();
 }
 
-/// Sends call records, batching those queued together.
+/// Sends call records, batching those queued together. A record whose
+/// caller gave up before it was written (its xid no longer outstanding) is
+/// dropped unsent: a server that was slow to read must not run calls their
+/// callers abandoned long ago (review 7, G2).
 async fn write_calls(
     mut w: OwnedWriteHalf,
-    mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
     shared: Arc<Shared>,
 ) {
     use tokio::io::AsyncWriteExt;
     let mut chain = VecDeque::new();
+    // The room of the records in `chain`, given back once they are written.
+    let mut rooms = Vec::new();
+    let take = |q: Queued, chain: &mut VecDeque<Bytes>, rooms: &mut Vec<_>| {
+        if shared.lock().core.is_pending(q.xid) {
+            chain.extend(q.framed);
+            rooms.push(q.room);
+        } else {
+            debug!(
+                xid = q.xid,
+                "call given up before it was sent; not sending it"
+            );
+        }
+    };
     loop {
         let first = tokio::select! {
             next = rx.recv() => match next {
@@ -296,18 +368,22 @@ async fn write_calls(
                 return;
             }
         };
-        chain.extend(first);
+        take(first, &mut chain, &mut rooms);
         while chain.len() < 1024 {
             match rx.try_recv() {
-                Ok(more) => chain.extend(more),
+                Ok(more) => take(more, &mut chain, &mut rooms),
                 Err(_) => break,
             }
+        }
+        if chain.is_empty() {
+            continue;
         }
         let written = tokio::select! {
             r = write_chain(&mut w, &mut chain) => r,
             // A peer that stopped reading must not keep us here.
             _ = shared.reader_done.notified() => return,
         };
+        rooms.clear();
         if let Err(e) = written {
             warn!(error = %e, "write failed; closing connection");
             shared.fail_all("write failed");

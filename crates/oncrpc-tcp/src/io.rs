@@ -11,6 +11,9 @@ use crate::record::{Record, RecordDecoder, RecordError, RecordLimits};
 
 /// Smallest read-buffer space offered to a read.
 const MIN_READ: usize = 16 * 1024;
+/// A received record smaller than 1/`PIN_RATIO` of the read buffer's
+/// allocation is copied out of it (see `RecordReader::unpinned`).
+const PIN_RATIO: usize = 8;
 /// Most slices passed to one `writev` (well under Linux's IOV_MAX of 1024).
 const MAX_IOVECS: usize = 64;
 /// Most read-buffer room reserved for a fragment beyond the bytes of it
@@ -66,6 +69,9 @@ pub struct RecordReader<R> {
     /// Where `buf` started when the reader last allocated it itself: while
     /// it still starts there, no record shares it and it can grow in place.
     own_start: usize,
+    /// Capacity of the read buffer when it was last allocated or grown:
+    /// about the size of the allocation the next records are sliced from.
+    alloc_cap: usize,
 }
 
 impl<R: AsyncRead + Unpin> RecordReader<R> {
@@ -76,6 +82,7 @@ impl<R: AsyncRead + Unpin> RecordReader<R> {
             decoder: RecordDecoder::new(limits),
             buf: BytesMut::new(),
             own_start: 0,
+            alloc_cap: 0,
         }
     }
 
@@ -85,7 +92,7 @@ impl<R: AsyncRead + Unpin> RecordReader<R> {
     pub async fn next_record(&mut self) -> Result<Option<Record>, ReadError> {
         loop {
             if let Some(record) = self.decoder.decode(&mut self.buf)? {
-                return Ok(Some(record));
+                return Ok(Some(self.unpinned(record)));
             }
             self.reserve_for_next_read();
             if self.inner.read_buf(&mut self.buf).await? == 0 {
@@ -128,9 +135,11 @@ impl<R> RecordReader<R> {
             // under buffered + MIN_READ.
             self.buf.reserve(want);
             self.own_start = self.buf.as_ptr() as usize;
+            self.alloc_cap = self.buf.capacity();
             return;
         }
         if self.buf.try_reclaim(want) {
+            self.alloc_cap = self.alloc_cap.max(self.buf.capacity());
             return;
         }
         // Shared with records already handed on, or too small: a buffer of
@@ -140,6 +149,25 @@ impl<R> RecordReader<R> {
         grown.extend_from_slice(&self.buf);
         self.buf = grown;
         self.own_start = self.buf.as_ptr() as usize;
+        self.alloc_cap = self.buf.capacity();
+    }
+
+    /// `record`, copied out of the read buffer when it is small next to
+    /// that buffer's allocation (review 7, G4): records are zero-copy slices
+    /// of the buffer, and a small one kept by its receiver (a result in a
+    /// cache, say) would keep the whole allocation, up to the record limit,
+    /// alive. A peer could make each kept byte pin a megabyte. Copied, a
+    /// record pins at most [`PIN_RATIO`] times its own size; large records,
+    /// where zero copy matters, stay slices.
+    fn unpinned(&self, record: Record) -> Record {
+        if record.len().saturating_mul(PIN_RATIO) >= self.alloc_cap {
+            return record;
+        }
+        let mut copy = BytesMut::with_capacity(record.len());
+        for piece in record.pieces() {
+            copy.extend_from_slice(piece);
+        }
+        Record::from_pieces([copy.freeze()])
     }
 
     /// The read buffer's capacity (for tests of the reservation policy).
@@ -243,6 +271,41 @@ mod tests {
             reader.next_record().await,
             Err(ReadError::Record(RecordError::Truncated { .. }))
         ));
+    }
+
+    /// Review 7, G4: small records are copied out of the read buffer, so
+    /// that keeping one does not keep the buffer's allocation (up to the
+    /// record limit) alive; a large record stays a zero-copy slice.
+    #[tokio::test]
+    async fn small_records_do_not_pin_the_read_buffer() {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        let writer = tokio::spawn(async move {
+            let mut out = Vec::new();
+            for len in std::iter::once(1usize << 20).chain(std::iter::repeat_n(100, 50)) {
+                out.extend_from_slice(&(len as u32 | 0x8000_0000).to_be_bytes());
+                out.extend(std::iter::repeat_n(7u8, len));
+            }
+            a.write_all(&out).await.unwrap();
+            a
+        });
+        let mut reader = RecordReader::new(b, RecordLimits::default());
+        let big = reader.next_record().await.unwrap().unwrap();
+        assert_eq!(big.pieces().len(), 1);
+        let mut small = Vec::new();
+        for _ in 0..50 {
+            let r = reader.next_record().await.unwrap().unwrap();
+            assert_eq!((r.len(), r.pieces().len()), (100, 1));
+            small.push(r.into_contiguous());
+        }
+        let _a = writer.await.unwrap();
+        // Slices of one buffer would sit 104 bytes apart (100 bytes and the
+        // next record's 4-byte header); copies are allocations of their own.
+        let adjacent = small
+            .windows(2)
+            .filter(|w| w[1].as_ptr() as usize == w[0].as_ptr() as usize + 104)
+            .count();
+        assert_eq!(adjacent, 0, "small records are slices of the read buffer");
+        drop(big);
     }
 
     /// Review 4, K3: a header announcing a large fragment (within the

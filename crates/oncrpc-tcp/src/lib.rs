@@ -61,5 +61,5 @@ pub mod io;
 pub mod record;
 pub mod server;
 
-pub use client::{ClientConfig, TcpChannel};
+pub use client::{ClientConfig, TcpChannel, DEFAULT_MAX_QUEUED_BYTES};
 pub use server::{RecordService, ServerConfig, ShutdownHandle, TcpServer};

@@ -17,7 +17,7 @@ use rdma_verbs::{
 };
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -59,10 +59,11 @@ pub struct Config {
     pub send_buffer: Option<usize>,
     /// Once a QP has stopped (an error, a Terminate received or to send,
     /// or [`disconnect`](rdma_verbs::QueuePair::disconnect)), how long the
-    /// transmit half may still wait for the peer to take the bytes already
-    /// queued, the rest of a partly written FPDU and our Terminate, before
-    /// the TCP connection is shut anyway. A peer that stops reading cannot
-    /// hold a stopped connection open longer than this. Default 2 s.
+    /// transmit half waits for the peer to take any of the bytes still
+    /// queued (the rest of a partly written FPDU, our Terminate) before it
+    /// shuts the TCP connection anyway; a peer that keeps taking bytes gets
+    /// at most ten times this in all. A peer that stops reading cannot
+    /// hold a stopped connection open. Default 2 s.
     pub close_grace: Duration,
 }
 
@@ -730,13 +731,17 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
                 }
             };
             let local = stream.local_addr()?;
-            qp.sh().establish(
+            if !qp.sh().establish(
                 u32::from(neg.ord),
                 u32::from(neg.ird),
                 false,
                 Some(local),
                 Some(peer),
-            );
+            ) {
+                return Err(VerbsError::InvalidState(
+                    "the QP was disconnected or failed during connection setup",
+                ));
+            }
             if let Some(c) = &cap {
                 let _ = c.sent(&reply);
             }
@@ -980,13 +985,17 @@ impl rdma_verbs::Device for Device {
                 };
             let local = stream.local_addr()?;
             let peer = stream.peer_addr()?;
-            qp.sh().establish(
+            if !qp.sh().establish(
                 u32::from(neg.ord),
                 u32::from(neg.ird),
                 true,
                 Some(local),
                 Some(peer),
-            );
+            ) {
+                return Err(VerbsError::InvalidState(
+                    "the QP was disconnected or failed during connection setup",
+                ));
+            }
             let info = ConnInfo {
                 local_addr: local,
                 peer_addr: peer,
@@ -1381,8 +1390,9 @@ fn lost(sh: &QpShared, e: &io::Error) {
 
 async fn writer(path: Arc<TxPath>, file: Option<Capture>, close_grace: Duration) {
     let sh = path.sh.clone();
-    // When the QP stopped: from then on the writes have `close_grace`.
-    let mut stopped_at: Option<tokio::time::Instant> = None;
+    // When the QP stopped, and when the socket last took bytes since: from
+    // then on the writes have `close_grace` (see `write_until_grace`).
+    let mut stopped_at = None;
     loop {
         if path.lock().coalescing {
             // Let the tasks that are ready now (posters of the burst) run
@@ -1430,18 +1440,23 @@ async fn writer(path: Arc<TxPath>, file: Option<Capture>, close_grace: Duration)
     }
 }
 
-/// Writes all buffers, as [`write_all`], while the QP runs; once it has
-/// stopped, only until `close_grace` after the stop (review 5, F4: a
-/// peer that does not read kept a stopped connection, its socket and the
-/// queued bytes, with our Terminate unsent behind them, until the last
-/// handle to the QP was dropped).
+/// Writes all buffers, as [`write_all`], while the QP runs. Once it has
+/// stopped, the peer must take bytes at least once every `close_grace`,
+/// and all of them within `CLOSE_GRACE_CAP` × `close_grace` of the stop
+/// (review 5, F4: a peer that did not read kept a stopped connection, its
+/// socket and the queued bytes, with our Terminate unsent behind them,
+/// until the last handle to the QP was dropped; review 6, R6-3: a slow
+/// but reading peer still gets the rest and the Terminate).
+/// `stopped_at` is when the QP stopped (set here), for the cap;
+/// `progress_at` is the last time the socket took bytes after the stop.
 async fn write_until_grace(
     path: &TxPath,
     bufs: &[Bytes],
     close_grace: Duration,
-    stopped_at: &mut Option<tokio::time::Instant>,
+    stopped_at: &mut Option<(tokio::time::Instant, tokio::time::Instant)>,
 ) -> io::Result<()> {
-    let write = write_all(&path.stream, bufs);
+    let taken = AtomicUsize::new(0);
+    let write = write_all(&path.stream, bufs, &taken);
     tokio::pin!(write);
     loop {
         // `fail` and `close` wake the event waiters (`notify_waiters`,
@@ -1450,16 +1465,34 @@ async fn write_until_grace(
         tokio::pin!(woke);
         woke.as_mut().enable();
         if stopped_at.is_none() && path.sh.stopped() {
-            *stopped_at = Some(tokio::time::Instant::now());
+            let now = tokio::time::Instant::now();
+            *stopped_at = Some((now, now));
         }
-        if let Some(t) = *stopped_at {
-            return match tokio::time::timeout_at(t + close_grace, &mut write).await {
-                Ok(r) => r,
-                Err(_) => Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the peer took nothing for the close grace after the QP stopped",
-                )),
-            };
+        if let Some((stop, mut progress)) = *stopped_at {
+            let cap = stop + close_grace * CLOSE_GRACE_CAP;
+            let mut seen = taken.load(Ordering::Relaxed);
+            loop {
+                let deadline = (progress + close_grace).min(cap);
+                match tokio::time::timeout_at(deadline, &mut write).await {
+                    Ok(r) => {
+                        *stopped_at = Some((stop, tokio::time::Instant::now()));
+                        return r;
+                    }
+                    Err(_) => {
+                        let now_taken = taken.load(Ordering::Relaxed);
+                        let now = tokio::time::Instant::now();
+                        if now_taken == seen || now >= cap {
+                            return Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "the peer did not take our last bytes in time after the QP stopped",
+                            ));
+                        }
+                        seen = now_taken;
+                        progress = now;
+                        *stopped_at = Some((stop, progress));
+                    }
+                }
+            }
         }
         tokio::select! {
             r = &mut write => return r,
@@ -1468,8 +1501,13 @@ async fn write_until_grace(
     }
 }
 
-/// Writes all buffers with vectored writes.
-async fn write_all(stream: &TcpStream, bufs: &[Bytes]) -> io::Result<()> {
+/// After a QP stopped, the peer gets at most this many times
+/// [`Config::close_grace`] in all to take the bytes still queued.
+const CLOSE_GRACE_CAP: u32 = 10;
+
+/// Writes all buffers with vectored writes, adding the bytes the socket
+/// took to `taken`.
+async fn write_all(stream: &TcpStream, bufs: &[Bytes], taken: &AtomicUsize) -> io::Result<()> {
     let mut idx = 0;
     let mut off = 0;
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(256);
@@ -1479,6 +1517,7 @@ async fn write_all(stream: &TcpStream, bufs: &[Bytes]) -> io::Result<()> {
         slices.extend(bufs[idx + 1..].iter().take(511).map(|b| IoSlice::new(b)));
         match stream.try_write_vectored(&slices) {
             Ok(mut n) => {
+                taken.fetch_add(n, Ordering::Relaxed);
                 while n > 0 && idx < bufs.len() {
                     let left = bufs[idx].len() - off;
                     if n >= left {

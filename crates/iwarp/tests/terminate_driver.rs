@@ -207,3 +207,92 @@ async fn terminate_right_after_the_handshake() {
     assert!(matches!(ev, Ok(CmEvent::ConnectionError(ref e)) if e.remote));
     assert!(r.is_ok(), "connection not closed");
 }
+
+/// Review 6: a peer that reads all the time, only slowly (about 0.5 MB/s),
+/// is treated like one that never reads: the close grace is a deadline
+/// from the stop, not a bound on a lack of progress, so the connection is
+/// shut mid-stream and the Terminate never reaches a reading peer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_but_reading_peer_gets_the_terminate() {
+    let (qp, mut s, stopped) =
+        stopped_behind_a_peer_that_does_not_read(Duration::from_secs(1)).await;
+    let mut total = 0usize;
+    let mut tail = Vec::new();
+    let mut tmp = vec![0u8; 8 << 10];
+    let mut longest_gap = Duration::ZERO;
+    let mut last = std::time::Instant::now();
+    loop {
+        let k = s.read(&mut tmp).await.unwrap_or(0);
+        if k == 0 {
+            break;
+        }
+        longest_gap = longest_gap.max(last.elapsed());
+        last = std::time::Instant::now();
+        total += k;
+        tail.extend_from_slice(&tmp[..k]);
+        let cut = tail.len().saturating_sub(64);
+        tail.drain(..cut);
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    eprintln!(
+        "peer read {total} bytes over {:?} (longest gap between reads {longest_gap:?})",
+        stopped.elapsed()
+    );
+    let body = tail.windows(3).rposition(|w| w == [0x11, 0x00, 0xc0]);
+    assert!(
+        body.is_some(),
+        "the reading peer never got the Terminate: {tail:02x?}"
+    );
+    drop(qp);
+}
+
+/// Review 6: disconnect() while connect() is in progress. close() moves the
+/// QP to Disconnected and sets `stopped`; the handshake then completes and
+/// `establish` moves it back to Connected (it only checks `error`): a
+/// "Connected" QP whose receive half is dead at once, which still sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_during_connect() {
+    use rdma_verbs::QpState;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let peer = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut tmp = [0u8; 512];
+        let n = loop {
+            let k = s.read(&mut tmp).await.unwrap();
+            buf.extend_from_slice(&tmp[..k]);
+            if let Some(n) = iwarp::handshake::frame_complete(&buf).unwrap() {
+                break n;
+            }
+        };
+        let req = iwarp::handshake::parse_request(&buf[..n]).unwrap();
+        let (reply, _neg) =
+            iwarp::handshake::accept(&MpaConfig::default(), &req, 4, 4, &[]).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        s.write_all(&reply).await.unwrap();
+        s
+    });
+    let dev = Device::new(Config::default());
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(64).unwrap();
+    let qp = dev.create_qp(&pd, QpInit::with_cq(cq.clone())).unwrap();
+    let qp2 = qp.clone();
+    let d2 = dev.clone();
+    let conn =
+        tokio::spawn(async move { d2.connect(&qp2, addr, ConnParam::new(&b""[..], 4, 4)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    qp.disconnect();
+    let r = conn.await.unwrap();
+    let _s = peer.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let st = qp.state();
+    eprintln!(
+        "connect after disconnect: {:?}; state now {st:?}",
+        r.as_ref().map(|_| ())
+    );
+    assert!(
+        r.is_err() || st != QpState::Connected,
+        "disconnected QP came back as Connected"
+    );
+}

@@ -466,6 +466,17 @@ impl<D: Device> Shared<D> {
         }
     }
 
+    /// A call was queued again after its connection was lost: if
+    /// `conn_lost` has already run (and its reconnect, if any, has given
+    /// up), nothing would ever send or fail it; start a reconnect, which
+    /// sends it or fails it (review 6, R6-6: with reconnecting off, a call
+    /// caught in the middle of being sent waited for its timeout).
+    fn reconnect_if_orphaned(self: &Arc<Self>, st: &mut State<D>) {
+        if st.conn.is_none() && !st.queue.is_empty() {
+            self.start_reconnect(st);
+        }
+    }
+
     fn start_reconnect(self: &Arc<Self>, st: &mut State<D>) {
         if st.connecting || st.closed {
             return;
@@ -477,7 +488,11 @@ impl<D: Device> Shared<D> {
 
     async fn reconnect_loop(self: Arc<Self>) {
         let policy = self.config.reconnect;
-        let mut last = String::from("no attempt");
+        let mut last = String::from(if policy.max_attempts == 0 {
+            "reconnecting is off"
+        } else {
+            "no attempt"
+        });
         for attempt in 0..policy.max_attempts {
             tokio::time::sleep(policy.delay(attempt)).await;
             if lock(&self.state).closed {
@@ -725,6 +740,7 @@ impl<D: Device> Shared<D> {
                         None => {}
                     }
                     if !alive {
+                        self.reconnect_if_orphaned(&mut st);
                         return;
                     }
                 }
@@ -738,6 +754,7 @@ impl<D: Device> Shared<D> {
                             slot.in_transit = false;
                             slot.bufs = bufs;
                             queue.push_front(xid);
+                            self.reconnect_if_orphaned(&mut st);
                             return;
                         }
                         Some(_) => {
@@ -777,6 +794,7 @@ impl<D: Device> Shared<D> {
         if down {
             // conn_lost will not see this call any more: requeue it here.
             st.queue.push_front(xid);
+            self.reconnect_if_orphaned(&mut st);
         } else if let Some(s) = st.calls.remove(&xid) {
             if let Some(tx) = s.tx {
                 let _ = tx.send(Err(TransportError::from(e).into_rpc()));

@@ -737,7 +737,26 @@ impl rdma_verbs::QueuePair for Qp {
             return Err(VerbsError::QueueFull("send queue (injected)"));
         }
         if matches!(wr.op, SendOp::RdmaRead { .. }) && q.fabric.hold_reads.load(Ordering::Relaxed) {
-            lock(&q.fabric.held_reads).push((Arc::downgrade(q), wr));
+            #[cfg(test)]
+            if TEST_WIDEN_HOLD.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            // The state is checked again under the held list's lock:
+            // `fail`/`close` set it before they flush the list, so a Read
+            // pushed here is either seen by their flush or flushed now
+            // (review 6, R6-4).
+            let mut held = lock(&q.fabric.held_reads);
+            if q.state() == QpState::Connected {
+                held.push((Arc::downgrade(q), wr));
+            } else {
+                drop(held);
+                q.send_cq.push(wc(
+                    wr.wr_id,
+                    WcStatus::WrFlushError,
+                    opcode_of(&wr.op),
+                    q.num,
+                ));
+            }
             return Ok(());
         }
         q.run(&wr);
@@ -1077,6 +1096,11 @@ fn refuse_now(countdown: &AtomicU32) -> bool {
     countdown.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)) == Ok(1)
 }
 
+/// Tests only: a held Read's post sleeps 200 ms before it takes the held
+/// list's lock (review 6, R6-4).
+#[cfg(test)]
+static TEST_WIDEN_HOLD: AtomicBool = AtomicBool::new(false);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1310,5 +1334,43 @@ mod tests {
             frozen.write_at(0, b"x"),
             Err(VerbsError::InvalidAccess(_))
         ));
+    }
+
+    /// Review 6, R6-4: a Read held by a post that races with the queue pair's
+    /// failure (fail() does not take the sq lock) is never flushed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_read_posted_while_the_qp_fails_is_flushed() {
+        let f = Fabric::new();
+        let (a, b) = pair_on(&f).await;
+        let src =
+            b.pd.register(Bytes::from_static(b"remote").into(), Access::REMOTE_READ)
+                .unwrap();
+        let sink =
+            a.pd.register(BytesMut::zeroed(6).into(), Access::LOCAL_WRITE)
+                .unwrap();
+        let wr = SendWr::read(
+            9,
+            vec![Sge::new(sink.lkey(), 0, 6)],
+            RemoteAddr {
+                rkey: src.lkey(),
+                offset: 0,
+            },
+        );
+        f.hold_rdma_reads();
+        TEST_WIDEN_HOLD.store(true, Ordering::SeqCst);
+        let qp = a.qp.clone();
+        let t = std::thread::spawn(move || qp.post_send(wr).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        f.fail_all();
+        t.join().unwrap();
+        TEST_WIDEN_HOLD.store(false, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let wc = a.cq.poll_one();
+        eprintln!("completion: {wc:?}; held: {}", f.held_rdma_reads());
+        assert!(
+            wc.is_some(),
+            "the Read never completes (held: {})",
+            f.held_rdma_reads()
+        );
     }
 }

@@ -204,6 +204,10 @@ impl QpShared {
 
     /// Moves to [`QpState::Connected`] with the negotiated ORD/IRD.
     /// `gate_open` is false for an MPA responder until the first FPDU arrives.
+    /// Returns false, and changes nothing, when the QP failed or was
+    /// disconnected during connection setup (review 6, R6-5: it came back
+    /// as Connected with its receive half already stopped).
+    #[must_use]
     pub fn establish(
         &self,
         ord: u32,
@@ -211,10 +215,10 @@ impl QpShared {
         gate_open: bool,
         local: Option<SocketAddr>,
         peer: Option<SocketAddr>,
-    ) {
+    ) -> bool {
         let mut g = self.lock();
-        if g.error.is_some() {
-            return;
+        if g.error.is_some() || self.stopped() {
+            return false;
         }
         g.state = QpState::Connected;
         g.ord = ord;
@@ -224,6 +228,7 @@ impl QpShared {
         g.peer_addr = peer;
         drop(g);
         self.tx_wake.notify_one();
+        true
     }
 
     /// A completion for a send-queue WR.
@@ -276,7 +281,16 @@ impl QpShared {
                 }
                 recv_wcs.push(f);
             } else {
-                if f.opcode == WcOpcode::RdmaRead {
+                // The send WR the transmit half was on (any kind) stays in
+                // `sq_cur` until here (review 6, R6-1): it completes with
+                // `first`'s status, not flushed too. (Had a close come
+                // first, its flush completed it, and this returned above.)
+                if g.sq_cur
+                    .as_ref()
+                    .is_some_and(|c| c.wr_id == f.wr_id && c.opcode == f.opcode)
+                {
+                    g.sq_cur = None;
+                } else if f.opcode == WcOpcode::RdmaRead {
                     // The failed Read is the oldest outstanding one: reported
                     // with its error status, not flushed again (a work
                     // request completes once).

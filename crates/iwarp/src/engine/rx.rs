@@ -1125,15 +1125,17 @@ impl Rx {
                 };
                 self.send_msn = self.send_msn.wrapping_add(1);
                 {
-                    let mut g = self.sh.lock();
+                    let g = self.sh.lock();
                     if g.rq_taken != Some(cur.wr_id) || g.error.is_some() {
                         // The QP died meanwhile and the WR was flushed.
                         drop(g);
                         self.dead = true;
                         return;
                     }
-                    g.rq_taken = None;
                 }
+                // The WR stays taken (so that a close or failure meanwhile
+                // flushes it, and `fail` reports it with the error below)
+                // until the invalidation is done (review 6, R6-1).
                 if let Some(stag) = invalidate {
                     if !self.sh.table.invalidate(stag, self.sh.pd, true) {
                         let wc = self.sh.wc(
@@ -1149,6 +1151,16 @@ impl Rx {
                         );
                         return;
                     }
+                }
+                {
+                    let mut g = self.sh.lock();
+                    if g.rq_taken != Some(cur.wr_id) {
+                        // Flushed meanwhile: it completed as flushed.
+                        drop(g);
+                        self.dead = true;
+                        return;
+                    }
+                    g.rq_taken = None;
                 }
                 self.delivered = self.delivered.saturating_add(1);
                 self.sh.recv_cq.push(WorkCompletion {

@@ -50,7 +50,7 @@ pub(super) fn established(
         cq.clone(),
         limits,
     ));
-    sh.establish(ord, ird, gate, None, None);
+    assert!(sh.establish(ord, ird, gate, None, None));
     sh
 }
 
@@ -2083,4 +2083,125 @@ fn swi_terminate_carries_the_ddp_header() {
         "Terminate lacks the parts its cause calls for"
     );
     assert_eq!(t.ddp_header.unwrap().as_bytes(), &f[2..20]);
+}
+
+// ---------------------------------------------------------------------
+// Review 6
+// ---------------------------------------------------------------------
+
+/// Review 6: a local failure of the send WR in progress (gather fails the
+/// protection check) races with a local disconnect (close()) on another
+/// thread. The WR has left sq and sq_cur before fail() runs; fail() then
+/// returns early (QP Disconnected) and drops `first`: the WR never completes.
+#[test]
+fn local_failure_racing_close_completes_the_wr() {
+    let mut bad = Vec::new();
+    for kind in ["send_bad_lkey", "local_invalidate_unknown"] {
+        let (a, _b) = pair(true, 1024);
+        match kind {
+            "send_bad_lkey" => a.post_send(SendWr::send(1, vec![Sge::new(0xdead_0000, 0, 16)])),
+            _ => a.post_send(SendWr {
+                wr_id: 1,
+                op: rdma_verbs::SendOp::LocalInvalidate { rkey: 0xdead_0000 },
+                sgl: vec![],
+                signaled: true,
+                fence: false,
+            }),
+        }
+        let sh = a.sh.clone();
+        let Side { mut tx, cq, .. } = a;
+        super::tx::TEST_WIDEN_LOCAL_FAILURE.store(true, std::sync::atomic::Ordering::SeqCst);
+        let t = std::thread::spawn(move || {
+            let mut bufs = Vec::new();
+            tx.poll_transmit(&mut bufs, usize::MAX);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        sh.close();
+        t.join().unwrap();
+        super::tx::TEST_WIDEN_LOCAL_FAILURE.store(false, std::sync::atomic::Ordering::SeqCst);
+        let mut v = Vec::new();
+        cq.poll(&mut v, usize::MAX);
+        let st = ids(&v);
+        eprintln!("{kind}: completions {st:?}");
+        if st.len() != 1 {
+            bad.push((kind, st));
+        }
+    }
+    assert!(bad.is_empty(), "WR 1 must complete exactly once: {bad:?}");
+}
+
+/// Review 6: a multi-segment Send with Solicited Event (and one with
+/// Invalidate) from our own transmitter passes our receiver's F7 check.
+#[test]
+fn multi_segment_solicited_send_is_consistent() {
+    let (mut a, mut b) = pair(true, 128);
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(data(1000, 1))), Access::NONE);
+    let (_r, rstag) = b.reg_zeroed(1000, Access::LOCAL_WRITE);
+    let (_inv, istag) = b.reg_zeroed(16, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    b.post_recv(RecvWr::new(10, vec![Sge::new(rstag, 0, 1000)]));
+    b.post_recv(RecvWr::new(11, vec![Sge::new(rstag, 0, 1000)]));
+    a.post_send(SendWr {
+        wr_id: 1,
+        op: rdma_verbs::SendOp::Send { solicited: true },
+        sgl: vec![Sge::new(sstag, 0, 1000)],
+        signaled: true,
+        fence: false,
+    });
+    a.post_send(SendWr {
+        wr_id: 2,
+        op: rdma_verbs::SendOp::SendWithInvalidate {
+            invalidate_rkey: istag,
+            solicited: true,
+        },
+        sgl: vec![Sge::new(sstag, 0, 1000)],
+        signaled: true,
+        fence: false,
+    });
+    let bytes = a.out();
+    assert_eq!(b.feed(&bytes, 37), RxStatus::WouldBlock);
+    let st = b.wcs();
+    eprintln!("{st:?}");
+    assert_eq!(st.len(), 2);
+    assert!(st
+        .iter()
+        .all(|w| w.status == WcStatus::Success && w.solicited));
+    assert_eq!(st[1].invalidated_rkey, Some(istag));
+}
+
+/// Review 6: a LocalInvalidate (or FastReg) leaves sq before it is done and
+/// completes outside the lock: a close() meanwhile flushes the WRs behind
+/// it first, and its Success lands after their WrFlushError (send
+/// completions out of order).
+#[test]
+fn local_invalidate_racing_close_completes_in_order() {
+    let (a, _b) = pair(true, 1024);
+    let (_r, stag) = a.reg_zeroed(16, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    a.post_send(SendWr {
+        wr_id: 1,
+        op: rdma_verbs::SendOp::LocalInvalidate { rkey: stag },
+        sgl: vec![],
+        signaled: true,
+        fence: false,
+    });
+    a.post_send(SendWr::send(2, vec![]));
+    let sh = a.sh.clone();
+    let Side { mut tx, cq, .. } = a;
+    super::tx::TEST_WIDEN_LOCAL_INVALIDATE.store(true, std::sync::atomic::Ordering::SeqCst);
+    let t = std::thread::spawn(move || {
+        let mut bufs = Vec::new();
+        tx.poll_transmit(&mut bufs, usize::MAX);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    sh.close();
+    t.join().unwrap();
+    super::tx::TEST_WIDEN_LOCAL_INVALIDATE.store(false, std::sync::atomic::Ordering::SeqCst);
+    let mut v = Vec::new();
+    cq.poll(&mut v, usize::MAX);
+    let st = ids(&v);
+    eprintln!("completions in CQ order: {st:?}");
+    assert_eq!(
+        st.iter().map(|w| w.0).collect::<Vec<_>>(),
+        vec![1, 2],
+        "{st:?}"
+    );
 }

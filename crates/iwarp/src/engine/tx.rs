@@ -229,8 +229,10 @@ impl Tx {
             match item {
                 SqItem::FastReg { wr_id, signaled } => {
                     g.sq_outstanding = g.sq_outstanding.saturating_sub(1);
+                    g.sq_cur = Some(self.sh.wc(wr_id, WcStatus::Success, WcOpcode::FastReg, 0));
                     drop(g);
-                    if signaled {
+                    let mine = self.sh.lock().sq_cur.take().is_some();
+                    if mine && signaled {
                         self.sh.send_cq.push(self.sh.wc(
                             wr_id,
                             WcStatus::Success,
@@ -243,9 +245,16 @@ impl Tx {
                 SqItem::Wr(wr) => match wr.op {
                     SendOp::LocalInvalidate { rkey } => {
                         g.sq_outstanding = g.sq_outstanding.saturating_sub(1);
+                        g.sq_cur = Some(self.sh.wc(
+                            wr.wr_id,
+                            WcStatus::Success,
+                            WcOpcode::LocalInvalidate,
+                            0,
+                        ));
                         drop(g);
                         if self.local_invalidate(rkey) {
-                            if wr.signaled {
+                            let mine = self.sh.lock().sq_cur.take().is_some();
+                            if mine && wr.signaled {
                                 self.sh.send_cq.push(self.sh.wc(
                                     wr.wr_id,
                                     WcStatus::Success,
@@ -277,6 +286,12 @@ impl Tx {
                             src_to: remote.offset,
                         };
                         if len > u64::from(u32::MAX) {
+                            g.sq_cur = Some(self.sh.wc(
+                                wr.wr_id,
+                                WcStatus::Success,
+                                WcOpcode::RdmaRead,
+                                0,
+                            ));
                             drop(g);
                             let wc = self.sh.wc(
                                 wr.wr_id,
@@ -312,7 +327,6 @@ impl Tx {
                                 let wc =
                                     self.sh
                                         .wc(wr.wr_id, WcStatus::LocalProtectionError, opcode, 0);
-                                self.sh.lock().sq_cur = None;
                                 self.local_failure(
                                     wc,
                                     "send SGL failed the local protection check",
@@ -353,7 +367,6 @@ impl Tx {
                         m.sq_done = true;
                         if m.total > u32::MAX as usize && matches!(m.kind, Kind::Send { .. }) {
                             let wc = self.sh.wc(wr.wr_id, WcStatus::LocalLengthError, opcode, 0);
-                            self.sh.lock().sq_cur = None;
                             self.local_failure(wc, "Send longer than 4 GiB");
                             continue;
                         }
@@ -365,6 +378,12 @@ impl Tx {
     }
 
     fn local_failure(&self, wc: WorkCompletion, what: &str) {
+        // Tests only: widen the window before `fail` takes the lock (a
+        // close or another failure can come first).
+        #[cfg(test)]
+        if TEST_WIDEN_LOCAL_FAILURE.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         let t = TerminateRepr::for_cause(TerminateCause::RdmapLocalCatastrophic, &[]);
         self.sh.fail(
             ConnError {
@@ -378,6 +397,10 @@ impl Tx {
     }
 
     fn local_invalidate(&self, rkey: u32) -> bool {
+        #[cfg(test)]
+        if TEST_WIDEN_LOCAL_INVALIDATE.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         let Some(region) = self.sh.table.lookup(rkey) else {
             return false;
         };
@@ -685,3 +708,13 @@ pub fn terminate_fpdu(t: &TerminateRepr, crc_on: bool) -> Vec<u8> {
     v.extend_from_slice(&crc::to_wire(c));
     v
 }
+
+/// Tests only: `local_failure` sleeps 200 ms first (review 6 races).
+#[cfg(test)]
+pub static TEST_WIDEN_LOCAL_FAILURE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Tests only: `local_invalidate` sleeps 200 ms first (review 6 races).
+#[cfg(test)]
+pub static TEST_WIDEN_LOCAL_INVALIDATE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);

@@ -24,14 +24,14 @@ fn fpdu(repr: RdmapRepr, payload: &[u8]) -> Vec<u8> {
     v
 }
 
-/// A QP connected to a raw MPA responder (which completes the handshake
-/// and then reads nothing) with 64 MiB of RDMA Writes queued, far more
-/// than both socket buffers; the responder then makes a protection error
-/// (an RDMA Write to an invalid STag) and the consumer disconnects.
-/// Returns the QP, the responder's socket and when the QP stopped.
-async fn stopped_behind_a_peer_that_does_not_read(
-    close_grace: Duration,
-) -> (iwarp::Qp, tokio::net::TcpStream, std::time::Instant) {
+/// A raw MPA responder on a fresh port: it answers one MPA Request, `delay`
+/// after it arrived, and then reads nothing; the task returns its socket.
+async fn raw_mpa_responder(
+    delay: Duration,
+) -> (
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<tokio::net::TcpStream>,
+) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let peer = tokio::spawn(async move {
@@ -48,9 +48,22 @@ async fn stopped_behind_a_peer_that_does_not_read(
         let req = iwarp::handshake::parse_request(&buf[..n]).unwrap();
         let (reply, _neg) =
             iwarp::handshake::accept(&MpaConfig::default(), &req, 4, 4, &[]).unwrap();
+        tokio::time::sleep(delay).await;
         s.write_all(&reply).await.unwrap();
         s
     });
+    (addr, peer)
+}
+
+/// A QP connected to a raw MPA responder (which completes the handshake
+/// and then reads nothing) with 64 MiB of RDMA Writes queued, far more
+/// than both socket buffers; the responder then makes a protection error
+/// (an RDMA Write to an invalid STag) and the consumer disconnects.
+/// Returns the QP, the responder's socket and when the QP stopped.
+async fn stopped_behind_a_peer_that_does_not_read(
+    close_grace: Duration,
+) -> (iwarp::Qp, tokio::net::TcpStream, std::time::Instant) {
+    let (addr, peer) = raw_mpa_responder(Duration::ZERO).await;
     let dev = Device::new(Config {
         close_grace,
         ..Config::default()
@@ -253,26 +266,7 @@ async fn a_slow_but_reading_peer_gets_the_terminate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_during_connect() {
     use rdma_verbs::QpState;
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let peer = tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        let mut buf = Vec::new();
-        let mut tmp = [0u8; 512];
-        let n = loop {
-            let k = s.read(&mut tmp).await.unwrap();
-            buf.extend_from_slice(&tmp[..k]);
-            if let Some(n) = iwarp::handshake::frame_complete(&buf).unwrap() {
-                break n;
-            }
-        };
-        let req = iwarp::handshake::parse_request(&buf[..n]).unwrap();
-        let (reply, _neg) =
-            iwarp::handshake::accept(&MpaConfig::default(), &req, 4, 4, &[]).unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        s.write_all(&reply).await.unwrap();
-        s
-    });
+    let (addr, peer) = raw_mpa_responder(Duration::from_millis(300)).await;
     let dev = Device::new(Config::default());
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(64).unwrap();

@@ -228,6 +228,35 @@ fn expect_terminate(
     t
 }
 
+/// A 4-byte RDMA Write to `tstag`, then an 8-byte RDMA Read Request of
+/// `sstag`: what a peer must not get placed or answered after the QP stops.
+fn write_and_read_request(tstag: u32, sstag: u32) -> Vec<u8> {
+    let mut bytes = fpdu(
+        RdmapRepr::RdmaWrite {
+            stag: tstag,
+            to: 0,
+            last: true,
+        },
+        b"abcd",
+    );
+    let req = ReadRequestRepr {
+        sink_stag: 0x100,
+        sink_to: 0,
+        size: 8,
+        src_stag: sstag,
+        src_to: 0,
+    };
+    bytes.extend(fpdu(
+        RdmapRepr::RdmaReadRequest {
+            msn: 1,
+            mo: 0,
+            last: true,
+        },
+        &req.to_bytes(),
+    ));
+    bytes
+}
+
 fn data(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
@@ -1074,29 +1103,7 @@ fn nothing_is_placed_after_local_close() {
         Access::REMOTE_READ,
     );
     b.sh.close();
-    let mut bytes = fpdu(
-        RdmapRepr::RdmaWrite {
-            stag: tstag,
-            to: 0,
-            last: true,
-        },
-        b"abcd",
-    );
-    let req = ReadRequestRepr {
-        sink_stag: 0x100,
-        sink_to: 0,
-        size: 8,
-        src_stag: sstag,
-        src_to: 0,
-    };
-    bytes.extend(fpdu(
-        RdmapRepr::RdmaReadRequest {
-            msn: 1,
-            mo: 0,
-            last: true,
-        },
-        &req.to_bytes(),
-    ));
+    let bytes = write_and_read_request(tstag, sstag);
     assert_eq!(b.feed(&bytes, usize::MAX), RxStatus::Dead);
     assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &[0u8; 8]);
     assert!(b.sh.lock().irq.is_empty());
@@ -1621,29 +1628,7 @@ fn terminate_then_more_fpdus() {
     a.post_recv(RecvWr::new(1, vec![]));
     let mut bytes = peer_terminate(TerminateCause::DdpNoBuffer);
     bytes.extend(peer_terminate(TerminateCause::RdmapInvalidStag));
-    bytes.extend(fpdu(
-        RdmapRepr::RdmaWrite {
-            stag: tstag,
-            to: 0,
-            last: true,
-        },
-        b"abcd",
-    ));
-    let req = ReadRequestRepr {
-        sink_stag: 0x100,
-        sink_to: 0,
-        size: 8,
-        src_stag: sstag,
-        src_to: 0,
-    };
-    bytes.extend(fpdu(
-        RdmapRepr::RdmaReadRequest {
-            msn: 1,
-            mo: 0,
-            last: true,
-        },
-        &req.to_bytes(),
-    ));
+    bytes.extend(write_and_read_request(tstag, sstag));
     assert_eq!(a.feed(&bytes, 7), RxStatus::Dead);
     assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &[0u8; 8]);
     assert!(a.sh.lock().irq.is_empty());

@@ -46,8 +46,8 @@ pub struct ClientConfig {
     /// server that stops reading cannot make the client's memory grow
     /// without bound. A call larger than this waits until it is the only
     /// one queued. Calls whose caller gave up (timeout, or a dropped future)
-    /// before their record was written are not sent at all. Default
-    /// [`DEFAULT_MAX_QUEUED_BYTES`].
+    /// before their record was written are not sent at all. At most 4 GiB
+    /// is used. Default [`DEFAULT_MAX_QUEUED_BYTES`].
     pub max_queued_bytes: usize,
 }
 

@@ -72,6 +72,11 @@ pub struct RecordReader<R> {
     /// Capacity of the read buffer when it was last allocated or grown:
     /// about the size of the allocation the next records are sliced from.
     alloc_cap: usize,
+    /// The largest `alloc_cap` since the record being read began: the
+    /// allocations its pieces (fragments) may sit in (review 8, R8-2).
+    span_cap: usize,
+    /// Records copied out of the read buffer by `unpinned` (for tests).
+    copied: usize,
 }
 
 impl<R: AsyncRead + Unpin> RecordReader<R> {
@@ -83,6 +88,8 @@ impl<R: AsyncRead + Unpin> RecordReader<R> {
             buf: BytesMut::new(),
             own_start: 0,
             alloc_cap: 0,
+            span_cap: 0,
+            copied: 0,
         }
     }
 
@@ -92,7 +99,9 @@ impl<R: AsyncRead + Unpin> RecordReader<R> {
     pub async fn next_record(&mut self) -> Result<Option<Record>, ReadError> {
         loop {
             if let Some(record) = self.decoder.decode(&mut self.buf)? {
-                return Ok(Some(self.unpinned(record)));
+                let record = self.unpinned(record);
+                self.after_record(record.len());
+                return Ok(Some(record));
             }
             self.reserve_for_next_read();
             if self.inner.read_buf(&mut self.buf).await? == 0 {
@@ -135,21 +144,50 @@ impl<R> RecordReader<R> {
             // under buffered + MIN_READ.
             self.buf.reserve(want);
             self.own_start = self.buf.as_ptr() as usize;
-            self.alloc_cap = self.buf.capacity();
+            self.set_alloc_cap(self.buf.capacity());
             return;
         }
-        if self.buf.try_reclaim(want) {
-            self.alloc_cap = self.alloc_cap.max(self.buf.capacity());
+        // Reclaiming the allocation the records handed on have released
+        // reuses its memory, unless it is far larger than what is needed
+        // now: after one large record, its allocation would otherwise serve
+        // (and be pinned by) every record after it (review 8, R8-1).
+        if self.buf.try_reclaim(want) && self.buf.capacity() <= (buffered + want) * PIN_RATIO / 2 {
+            self.set_alloc_cap(self.buf.capacity());
             return;
         }
         // Shared with records already handed on, or too small: a buffer of
         // its own with exactly the room asked for (`reserve` could double a
         // large old capacity); the bytes received so far move once.
-        let mut grown = BytesMut::with_capacity(buffered + want);
+        self.move_to_new_buffer(buffered + want);
+    }
+
+    /// Moves the bytes buffered to a buffer of their own with `cap` bytes
+    /// of capacity (the old allocation stays with the records sliced from
+    /// it, and is freed with them).
+    fn move_to_new_buffer(&mut self, cap: usize) {
+        let mut grown = BytesMut::with_capacity(cap);
         grown.extend_from_slice(&self.buf);
         self.buf = grown;
         self.own_start = self.buf.as_ptr() as usize;
-        self.alloc_cap = self.buf.capacity();
+        self.set_alloc_cap(self.buf.capacity());
+    }
+
+    fn set_alloc_cap(&mut self, cap: usize) {
+        self.alloc_cap = cap;
+        self.span_cap = self.span_cap.max(cap);
+    }
+
+    /// After a record of `len` bytes was handed on: the next record begins
+    /// in the current buffer. When that is the tail of an allocation made
+    /// for a large record, the few bytes already buffered move to a buffer
+    /// of their own, so that the records after a large one neither pin its
+    /// allocation nor get copied out of it (review 8, R8-1).
+    fn after_record(&mut self, len: usize) {
+        let room = self.buf.capacity() - self.buf.len();
+        if len > GROWTH_STEP && room > GROWTH_STEP {
+            self.move_to_new_buffer(self.buf.len() + MIN_READ);
+        }
+        self.span_cap = self.alloc_cap;
     }
 
     /// `record`, copied out of the read buffer when it is small next to
@@ -159,10 +197,11 @@ impl<R> RecordReader<R> {
     /// alive. A peer could make each kept byte pin a megabyte. Copied, a
     /// record pins at most [`PIN_RATIO`] times its own size; large records,
     /// where zero copy matters, stay slices.
-    fn unpinned(&self, record: Record) -> Record {
-        if record.len().saturating_mul(PIN_RATIO) >= self.alloc_cap {
+    fn unpinned(&mut self, record: Record) -> Record {
+        if record.len().saturating_mul(PIN_RATIO) >= self.span_cap {
             return record;
         }
+        self.copied += 1;
         let mut copy = BytesMut::with_capacity(record.len());
         for piece in record.pieces() {
             copy.extend_from_slice(piece);
@@ -271,6 +310,89 @@ mod tests {
             reader.next_record().await,
             Err(ReadError::Record(RecordError::Truncated { .. }))
         ));
+    }
+
+    fn hdr(len: usize, last: bool) -> [u8; 4] {
+        ((len as u32) | if last { 0x8000_0000 } else { 0 }).to_be_bytes()
+    }
+
+    /// Review 8, R8-1: after one large record, the records after it are
+    /// read into buffers of their size (neither copied out of the large
+    /// allocation nor pinning it).
+    #[tokio::test]
+    async fn records_after_a_large_one_are_not_copied() {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        let (big, mid, n) = (16usize << 20, 1usize << 20, 20);
+        let writer = tokio::spawn(async move {
+            let mut out = Vec::new();
+            out.extend_from_slice(&hdr(big, true));
+            out.extend(std::iter::repeat_n(1u8, big));
+            for _ in 0..n {
+                out.extend_from_slice(&hdr(mid, true));
+                out.extend(std::iter::repeat_n(2u8, mid));
+            }
+            a.write_all(&out).await.unwrap();
+            a
+        });
+        let mut reader = RecordReader::new(b, RecordLimits::default());
+        drop(reader.next_record().await.unwrap().unwrap());
+        for _ in 0..n {
+            let r = reader.next_record().await.unwrap().unwrap();
+            assert_eq!(r.len(), mid);
+            assert!(
+                reader.alloc_cap <= 4 * mid,
+                "read into {} bytes",
+                reader.alloc_cap
+            );
+        }
+        let _a = writer.await.unwrap();
+        assert_eq!(reader.copied, 0, "1 MiB records copied after a 16 MiB one");
+    }
+
+    /// Review 8, R8-2: a record in two fragments whose first sits in an
+    /// older, large allocation does not pin it: it is copied out.
+    #[tokio::test]
+    async fn a_fragment_in_an_old_large_allocation_is_not_pinned() {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        let big = 32usize << 20;
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<usize>();
+        let writer = tokio::spawn(async move {
+            let mut out = Vec::new();
+            out.extend_from_slice(&hdr(big, true));
+            out.extend(std::iter::repeat_n(1u8, big));
+            out.extend_from_slice(&hdr(10, false));
+            out.extend(std::iter::repeat_n(3u8, 10));
+            a.write_all(&out).await.unwrap();
+            let last = go_rx.await.unwrap();
+            let mut out = Vec::new();
+            out.extend_from_slice(&hdr(last, true));
+            out.extend(std::iter::repeat_n(4u8, last));
+            a.write_all(&out).await.unwrap();
+            a
+        });
+        let mut reader = RecordReader::new(b, RecordLimits::default());
+        let r1 = reader.next_record().await.unwrap().unwrap();
+        let (a_start, a_cap) = (r1.pieces()[0].as_ptr() as usize, reader.alloc_cap);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A final fragment larger than the room left in the buffer.
+        let last = reader.buffer_capacity() - reader.buf.len() + (300 << 10);
+        go_tx.send(last).unwrap();
+        let r2 = reader.next_record().await.unwrap().unwrap();
+        drop(r1);
+        let _a = writer.await.unwrap();
+        assert_eq!(r2.len(), 10 + last);
+        let in_old = r2
+            .pieces()
+            .iter()
+            .filter(|p| (a_start..a_start + a_cap).contains(&(p.as_ptr() as usize)))
+            .count();
+        assert_eq!(
+            in_old,
+            0,
+            "a {} byte record keeps the {} MiB allocation",
+            r2.len(),
+            big >> 20
+        );
     }
 
     /// Review 7, G4: small records are copied out of the read buffer, so

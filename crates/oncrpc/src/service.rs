@@ -252,6 +252,12 @@ impl Dispatcher {
 
     /// Handle one received message (a whole RPC message, starting at the
     /// xid) and return the reply to send, if any.
+    ///
+    /// A procedure that panics is answered SYSTEM_ERR and the panic is
+    /// logged; the dispatcher and the other calls go on. State a service
+    /// shares across calls may be left as the panic left it (the call is
+    /// treated as unwind-safe), and with `panic = "abort"` the process
+    /// ends instead.
     pub async fn dispatch(&self, msg: Payload) -> DispatchOutcome {
         let (call, svc) = match self.decode(&msg) {
             Decoded::Call(c, s) => (c, s),
@@ -269,7 +275,7 @@ impl Dispatcher {
         // timeout; over RDMA the connection was closed and the call
         // retransmitted, to panic again).
         let handled = match std::panic::catch_unwind(AssertUnwindSafe(|| svc.handle(call))) {
-            Ok(fut) => CatchUnwind(fut).await,
+            Ok(fut) => CatchUnwind(Some(fut)).await,
             Err(panic) => Err(panic),
         };
         let handled = handled.unwrap_or_else(|panic| {
@@ -417,7 +423,9 @@ pub fn reply_message(hdr: &ReplyHeader, results: Payload) -> Payload {
 }
 
 /// Polls a future, catching a panic in a poll as `Err` with its payload.
-struct CatchUnwind<F>(F);
+/// The future is dropped as soon as it is done, inside the catch too: a
+/// future that panics again in its `Drop` does not escape (review 8, R8-3).
+struct CatchUnwind<F>(Option<F>);
 
 impl<F: Future + Unpin> Future for CatchUnwind<F> {
     type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
@@ -426,12 +434,22 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let f = &mut self.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *f).poll(cx))) {
-            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
-            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        let Some(f) = self.0.as_mut() else {
+            return std::task::Poll::Ready(Err(Box::new("polled after completion")));
+        };
+        let out = match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut *f).poll(cx))) {
+            Ok(std::task::Poll::Pending) => return std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(v)) => Ok(v),
+            Err(panic) => Err(panic),
+        };
+        let done = self.0.take();
+        if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(move || drop(done))) {
+            tracing::error!(
+                panic = panic_message(&*panic),
+                "a procedure's future panicked when dropped"
+            );
         }
+        std::task::Poll::Ready(out)
     }
 }
 

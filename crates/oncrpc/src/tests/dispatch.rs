@@ -387,3 +387,64 @@ fn panicking_procedures_are_answered_system_err() {
         }
     }
 }
+
+/// A future that panics when polled, and again when dropped.
+struct PanicTwiceFut;
+
+impl std::future::Future for PanicTwiceFut {
+    type Output = Result<Payload, ProcError>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        panic!("PanicTwiceFut: poll");
+    }
+}
+
+impl Drop for PanicTwiceFut {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("PanicTwiceFut: drop");
+        }
+    }
+}
+
+struct PanicTwice;
+
+impl Service for PanicTwice {
+    fn program(&self) -> u32 {
+        STRICT + 2
+    }
+    fn versions(&self) -> RangeInclusive<u32> {
+        1..=1
+    }
+    fn handle(
+        &self,
+        _call: Call,
+    ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
+        PanicTwiceFut
+    }
+}
+
+/// Review 8, R8-3: a procedure's future that panics in a poll and again
+/// when dropped still gets SYSTEM_ERR; nothing escapes the dispatcher.
+#[test]
+fn a_future_that_panics_again_when_dropped_is_contained() {
+    let d = Dispatcher::builder().service(PanicTwice).build();
+    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        block_on(d.dispatch(Request::new(STRICT + 2, 1, 1, Payload::new()).encode(9)))
+    }))
+    .expect("the dispatcher panicked (the panicked future's Drop)");
+    let mut core: ClientCore<()> = ClientCore::with_first_xid(0);
+    core.register(9, None, ());
+    match reply {
+        DispatchOutcome::Reply(r) => assert!(matches!(
+            core.handle_reply(&r),
+            ReplyOutcome::Completed {
+                result: Err(RpcError::SystemErr),
+                ..
+            }
+        )),
+        DispatchOutcome::Drop(r) => panic!("dropped: {r:?}"),
+    }
+}

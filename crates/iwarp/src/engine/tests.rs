@@ -2074,6 +2074,30 @@ fn swi_terminate_carries_the_ddp_header() {
 // Review 6
 // ---------------------------------------------------------------------
 
+/// Runs `a`'s transmit half on another thread with the race window `widen`
+/// opened, closes the QP from here meanwhile, and returns the send
+/// completions in CQ order.
+fn transmit_while_closing(
+    a: Side,
+    widen: &'static std::sync::atomic::AtomicBool,
+) -> Vec<(u64, WcStatus)> {
+    use std::sync::atomic::Ordering::SeqCst;
+    let sh = a.sh.clone();
+    let Side { mut tx, cq, .. } = a;
+    widen.store(true, SeqCst);
+    let t = std::thread::spawn(move || {
+        let mut bufs = Vec::new();
+        tx.poll_transmit(&mut bufs, usize::MAX);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    sh.close();
+    t.join().unwrap();
+    widen.store(false, SeqCst);
+    let mut v = Vec::new();
+    cq.poll(&mut v, usize::MAX);
+    ids(&v)
+}
+
 /// Review 6: a local failure of the send WR in progress (gather fails the
 /// protection check) races with a local disconnect (close()) on another
 /// thread. The WR has left sq and sq_cur before fail() runs; fail() then
@@ -2093,20 +2117,7 @@ fn local_failure_racing_close_completes_the_wr() {
                 fence: false,
             }),
         }
-        let sh = a.sh.clone();
-        let Side { mut tx, cq, .. } = a;
-        super::tx::TEST_WIDEN_LOCAL_FAILURE.store(true, std::sync::atomic::Ordering::SeqCst);
-        let t = std::thread::spawn(move || {
-            let mut bufs = Vec::new();
-            tx.poll_transmit(&mut bufs, usize::MAX);
-        });
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        sh.close();
-        t.join().unwrap();
-        super::tx::TEST_WIDEN_LOCAL_FAILURE.store(false, std::sync::atomic::Ordering::SeqCst);
-        let mut v = Vec::new();
-        cq.poll(&mut v, usize::MAX);
-        let st = ids(&v);
+        let st = transmit_while_closing(a, &super::tx::TEST_WIDEN_LOCAL_FAILURE);
         eprintln!("{kind}: completions {st:?}");
         if st.len() != 1 {
             bad.push((kind, st));
@@ -2169,20 +2180,7 @@ fn local_invalidate_racing_close_completes_in_order() {
         fence: false,
     });
     a.post_send(SendWr::send(2, vec![]));
-    let sh = a.sh.clone();
-    let Side { mut tx, cq, .. } = a;
-    super::tx::TEST_WIDEN_LOCAL_INVALIDATE.store(true, std::sync::atomic::Ordering::SeqCst);
-    let t = std::thread::spawn(move || {
-        let mut bufs = Vec::new();
-        tx.poll_transmit(&mut bufs, usize::MAX);
-    });
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    sh.close();
-    t.join().unwrap();
-    super::tx::TEST_WIDEN_LOCAL_INVALIDATE.store(false, std::sync::atomic::Ordering::SeqCst);
-    let mut v = Vec::new();
-    cq.poll(&mut v, usize::MAX);
-    let st = ids(&v);
+    let st = transmit_while_closing(a, &super::tx::TEST_WIDEN_LOCAL_INVALIDATE);
     eprintln!("completions in CQ order: {st:?}");
     assert_eq!(
         st.iter().map(|w| w.0).collect::<Vec<_>>(),

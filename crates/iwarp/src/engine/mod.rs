@@ -90,9 +90,10 @@ pub struct QpInner {
     pub rq_taken: Option<u64>,
     /// Posted send WRs not yet started.
     pub sq: VecDeque<SqItem>,
-    /// The send-queue WR whose message the transmit half is producing
-    /// (review5): flushed in order by `fail`/`close`, else completed by
-    /// the transmit half when its last segment is produced.
+    /// The send-queue WR the transmit half is working on (any kind: a
+    /// message being produced, a FastReg, a LocalInvalidate; reviews 5 and
+    /// 6): flushed in order by `fail`/`close`, reported by `fail` when it is
+    /// the failing one, else completed by the transmit half when done.
     pub sq_cur: Option<WorkCompletion>,
     /// Send WRs posted and not yet completed (for the depth check).
     pub sq_outstanding: u32,
@@ -262,7 +263,7 @@ impl QpShared {
     ) {
         let mut g = self.lock();
         if g.error.is_some() || g.state == QpState::Disconnected {
-            // Already stopped (review5: a close is terminal too).
+            // Already stopped (review 5: a close is terminal too).
             return;
         }
         tracing::debug!(qp = self.qp_num, %error, "QP error");

@@ -382,8 +382,8 @@ impl Rx {
     fn step_staged(&mut self) {
         while self.start < self.end && !self.dead {
             if self.sh.stopped() {
-                // review5: stopped by another thread in the middle of an
-                // FPDU: nothing more is placed (its WR was flushed).
+                // Stopped by another thread in the middle of an FPDU
+                // (review 5, F5): nothing more is placed; its WR was flushed.
                 self.dead = true;
                 return;
             }
@@ -1124,19 +1124,13 @@ impl Rx {
                     return;
                 };
                 self.send_msn = self.send_msn.wrapping_add(1);
-                {
-                    let g = self.sh.lock();
-                    if g.rq_taken != Some(cur.wr_id) || g.error.is_some() {
-                        // The QP died meanwhile and the WR was flushed.
-                        drop(g);
-                        self.dead = true;
+                // The WR stays taken until the invalidation is done, so that
+                // a close or failure meanwhile flushes it, and `fail`
+                // reports it with the error below (review 6, R6-1).
+                if let Some(stag) = invalidate {
+                    if !self.still_taken(cur.wr_id) {
                         return;
                     }
-                }
-                // The WR stays taken (so that a close or failure meanwhile
-                // flushes it, and `fail` reports it with the error below)
-                // until the invalidation is done (review 6, R6-1).
-                if let Some(stag) = invalidate {
                     if !self.sh.table.invalidate(stag, self.sh.pd, true) {
                         let wc = self.sh.wc(
                             cur.wr_id,
@@ -1155,7 +1149,7 @@ impl Rx {
                 {
                     let mut g = self.sh.lock();
                     if g.rq_taken != Some(cur.wr_id) {
-                        // Flushed meanwhile: it completed as flushed.
+                        // The QP died meanwhile: the WR completed as flushed.
                         drop(g);
                         self.dead = true;
                         return;
@@ -1223,6 +1217,16 @@ impl Rx {
         let t = TerminateRepr::for_cause(cause, &off[..n]);
         let err = super::terminate_error(&t, false, what);
         self.sh.fail(err, Some(t), wc);
+    }
+
+    /// Whether receive `wr_id` is still the one taken (not flushed by a
+    /// close or failure meanwhile); if not, the receive half stops.
+    fn still_taken(&mut self, wr_id: u64) -> bool {
+        let taken = self.sh.lock().rq_taken == Some(wr_id);
+        if !taken {
+            self.dead = true;
+        }
+        taken
     }
 
     /// The work request whose memory a failed placement was filling (a

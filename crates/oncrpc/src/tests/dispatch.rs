@@ -86,9 +86,14 @@ fn dispatcher() -> Dispatcher {
 
 /// Dispatch `msg` (whose xid is `xid`) and parse the reply with a ClientCore.
 fn exchange(msg: Payload, xid: u32) -> Result<Payload, RpcError> {
+    exchange_with(&dispatcher(), msg, xid)
+}
+
+/// [`exchange`] through the dispatcher `d`.
+fn exchange_with(d: &Dispatcher, msg: Payload, xid: u32) -> Result<Payload, RpcError> {
     let mut core: ClientCore<()> = ClientCore::with_first_xid(0);
     core.register(xid, None, ());
-    let reply = match block_on(dispatcher().dispatch(msg)) {
+    let reply = match block_on(d.dispatch(msg)) {
         DispatchOutcome::Reply(r) => r,
         DispatchOutcome::Drop(r) => panic!("dropped: {r:?}"),
     };
@@ -362,30 +367,13 @@ fn panicking_procedures_are_answered_system_err() {
         .service(PanicsEarly)
         .service(Calc { vers: 2..=3 })
         .build();
-    let mut core: ClientCore<()> = ClientCore::with_first_xid(0);
-    for (req, xid) in [
-        (Request::new(STRICT + 1, 1, 1, Payload::new()), 5),
-        (Request::new(PROG, 2, 1, args(&[2, 3])), 6),
-    ] {
-        core.register(xid, None, ());
-        let reply = match block_on(d.dispatch(req.encode(xid))) {
-            DispatchOutcome::Reply(r) => r,
-            DispatchOutcome::Drop(r) => panic!("dropped: {r:?}"),
-        };
-        match (xid, core.handle_reply(&reply)) {
-            (
-                5,
-                ReplyOutcome::Completed {
-                    result: Err(RpcError::SystemErr),
-                    ..
-                },
-            ) => {}
-            (6, ReplyOutcome::Completed { result: Ok(p), .. }) => {
-                assert_eq!(&p.flatten()[..], &[0, 0, 0, 5, 0, 0, 0, 2]);
-            }
-            (_, o) => panic!("{xid}: {o:?}"),
-        }
-    }
+    let early = Request::new(STRICT + 1, 1, 1, Payload::new());
+    assert!(matches!(
+        exchange_with(&d, early.encode(5), 5),
+        Err(RpcError::SystemErr)
+    ));
+    let after = exchange_with(&d, Request::new(PROG, 2, 1, args(&[2, 3])).encode(6), 6);
+    assert_eq!(&after.unwrap().flatten()[..], &[0, 0, 0, 5, 0, 0, 0, 2]);
 }
 
 /// A future that panics when polled, and again when dropped.
@@ -431,20 +419,8 @@ impl Service for PanicTwice {
 #[test]
 fn a_future_that_panics_again_when_dropped_is_contained() {
     let d = Dispatcher::builder().service(PanicTwice).build();
-    let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        block_on(d.dispatch(Request::new(STRICT + 2, 1, 1, Payload::new()).encode(9)))
-    }))
-    .expect("the dispatcher panicked (the panicked future's Drop)");
-    let mut core: ClientCore<()> = ClientCore::with_first_xid(0);
-    core.register(9, None, ());
-    match reply {
-        DispatchOutcome::Reply(r) => assert!(matches!(
-            core.handle_reply(&r),
-            ReplyOutcome::Completed {
-                result: Err(RpcError::SystemErr),
-                ..
-            }
-        )),
-        DispatchOutcome::Drop(r) => panic!("dropped: {r:?}"),
-    }
+    let msg = Request::new(STRICT + 2, 1, 1, Payload::new()).encode(9);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| exchange_with(&d, msg, 9)))
+        .expect("the dispatcher panicked (the panicked future's Drop)");
+    assert!(matches!(r, Err(RpcError::SystemErr)), "{r:?}");
 }

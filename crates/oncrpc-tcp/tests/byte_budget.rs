@@ -239,6 +239,18 @@ async fn record_larger_than_the_budget_is_served_alone() {
     }
 }
 
+/// Whether another client is served within `limit` (tried every 100 ms).
+async fn served_within(addr: SocketAddr, limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if served(addr).await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
 /// The only connection slot is taken by a client whose unread replies fill
 /// the byte budget; waiting for room is idle, so the connection is closed
 /// after the idle timeout (then the grace for its replies) and others are
@@ -257,15 +269,7 @@ async fn waiting_for_the_byte_budget_is_idle() {
     assert!(served(addr).await, "served before");
     let rude = rude_client(addr, 12, MIB).await;
     let record = echo_call(0, MIB).len() - 4;
-    let started = Instant::now();
-    let mut ok = false;
-    while started.elapsed() < Duration::from_secs(10) {
-        if served(addr).await {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let ok = served_within(addr, Duration::from_secs(10)).await;
     let peak = live.peak.load(Ordering::SeqCst);
     assert!(
         peak <= budget + record,
@@ -292,15 +296,7 @@ async fn waiting_for_a_call_slot_is_idle() {
     .await;
     assert!(served(addr).await, "served before");
     let rude = rude_client(addr, 12, MIB).await;
-    let started = Instant::now();
-    let mut ok = false;
-    while started.elapsed() < Duration::from_secs(10) {
-        if served(addr).await {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let ok = served_within(addr, Duration::from_secs(10)).await;
     assert!(
         ok,
         "a client not reading its replies kept the only slot for 10 s"

@@ -45,6 +45,12 @@ const READ_AHEAD_SEGMENTS: usize = 3;
 /// A segment payload at least this long counts as "streaming" (see
 /// [`Rx::streaming`]).
 const BIG_PAYLOAD: usize = 4096;
+/// After the last segment of a message in a stream of large segments, the
+/// read that takes its trailer also takes up to this many bytes of what
+/// follows: a whole small message (an RPC call or reply, a Read Request)
+/// in the same read, or the first bytes of the next large segment, staged
+/// at the cost of copying at most this much (see [`Rx::header_bound`]).
+const PEEK_AFTER_LAST: usize = 4096;
 /// Bytes processed per [`Rx::recv`] call before returning to the driver.
 const RECV_BUDGET: usize = 8 * 1024 * 1024;
 
@@ -369,12 +375,27 @@ impl Rx {
         if !self.direct || !self.big_mode || self.start != self.end {
             return None;
         }
-        let next_header = 2 + crate::wire::ddp::TAGGED_HEADER_LEN;
+        let next = self.next_bound();
         match self.st {
-            St::Trailer => Some(self.trailer_need - self.trailer_have + next_header),
+            St::Trailer => Some(self.trailer_need - self.trailer_have + next),
             St::Header if self.hdr_have >= 3 => Some(self.hdr_need - self.hdr_have),
-            St::Header => Some(next_header - self.hdr_have),
+            St::Header => Some(next.saturating_sub(self.hdr_have).max(1)),
             St::Payload => None,
+        }
+    }
+
+    /// How much of what follows the current FPDU a bounded read takes: in
+    /// the middle of a message, the next tagged header (its payload is then
+    /// read straight into memory); after a message's last segment,
+    /// [`PEEK_AFTER_LAST`] bytes, so that a small message that follows a
+    /// large one (the reply after a Write, the next call after a Read
+    /// Response) costs one read rather than three (header, rest of the
+    /// header, payload).
+    fn next_bound(&self) -> usize {
+        if self.prev_was_last {
+            PEEK_AFTER_LAST
+        } else {
+            2 + crate::wire::ddp::TAGGED_HEADER_LEN
         }
     }
 
@@ -726,10 +747,11 @@ impl Rx {
         // the next tagged header (ULPDU_Length + 14 bytes) into the stage,
         // so that the next payload too is read straight into memory rather
         // than through the stage (one copy less per byte; a read per FPDU
-        // costs far less than copying 64 KiB).
+        // costs far less than copying 64 KiB). After a message's last
+        // segment, a small message may follow instead (`next_bound`).
         let tail = if self.big_mode {
             let ulpdu_len = self.hdr_need - 2 + self.payload_len;
-            (pad_len(ulpdu_len) + 4 + 2 + crate::wire::ddp::TAGGED_HEADER_LEN).min(self.stage.len())
+            (pad_len(ulpdu_len) + 4 + self.next_bound()).min(self.stage.len())
         } else {
             self.stage.len()
         };

@@ -1302,6 +1302,67 @@ fn large_fpdu_stream_cut_anywhere_is_not_staged() {
 }
 
 #[test]
+fn small_message_after_a_large_one_takes_one_read() {
+    // A 1 MiB Write in 64 KiB FPDUs, then a 200-byte Send (an RPC reply
+    // after its Write chunk), every byte available: the read that ends the
+    // Write takes the Send whole, rather than its header, the rest of its
+    // header and its payload in three reads.
+    let (mut a, mut b) = pair(true, 65_535);
+    let n = 1 << 20;
+    let (tr, tstag) = b.reg_zeroed(n, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let (rr, rstag) = b.reg_zeroed(4096, Access::LOCAL_WRITE);
+    b.post_recv(RecvWr::new(7, vec![Sge::new(rstag, 0, 4096)]));
+    let payload = data(n, 4);
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
+    a.post_send(SendWr::write(
+        1,
+        vec![Sge::new(sstag, 0, n as u32)],
+        RemoteAddr {
+            rkey: tstag,
+            offset: 0,
+        },
+    ));
+    a.post_send(SendWr::send(2, vec![Sge::new(sstag, 5, 200)]));
+    let bytes = a.out();
+    // The Send is the last FPDU: 2 + 18-byte untagged header + 200 bytes
+    // + pad + CRC.
+    let send_len = 2 + 18 + 200 + crate::wire::fpdu::pad_len(218) + 4;
+    let write_end = bytes.len() - send_len;
+    let mut pos = 0;
+    let mut touching = 0;
+    let st =
+        b.rx.recv(|bufs| {
+            if pos == bytes.len() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let start = pos;
+            for buf in bufs.iter_mut() {
+                let k = buf.len().min(bytes.len() - pos);
+                buf[..k].copy_from_slice(&bytes[pos..pos + k]);
+                pos += k;
+            }
+            if pos > write_end {
+                touching += 1;
+            }
+            Ok(pos - start)
+        })
+        .unwrap();
+    assert_eq!(st, RxStatus::WouldBlock);
+    assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
+    assert_eq!(
+        &rr.lock().buffer.as_ref().unwrap().as_slice()[..200],
+        &payload[5..205]
+    );
+    let wcs: Vec<_> = b
+        .wcs()
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.byte_len))
+        .collect();
+    assert_eq!(wcs, vec![(7, WcStatus::Success, 200)]);
+    assert_eq!(touching, 1, "the Send took {touching} reads");
+}
+
+#[test]
 fn buffered_fpdus_need_no_read_each() {
     let (mut a, mut b) = pair(true, 4096);
     let n = 128 * 1024; // 33 FPDUs of at most 4 KiB

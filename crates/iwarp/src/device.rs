@@ -738,9 +738,7 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
                 Some(local),
                 Some(peer),
             ) {
-                return Err(VerbsError::InvalidState(
-                    "the QP was disconnected or failed during connection setup",
-                ));
+                return Err(VerbsError::InvalidState(SETUP_STOPPED));
             }
             if let Some(c) = &cap {
                 let _ = c.sent(&reply);
@@ -992,9 +990,7 @@ impl rdma_verbs::Device for Device {
                 Some(local),
                 Some(peer),
             ) {
-                return Err(VerbsError::InvalidState(
-                    "the QP was disconnected or failed during connection setup",
-                ));
+                return Err(VerbsError::InvalidState(SETUP_STOPPED));
             }
             let info = ConnInfo {
                 local_addr: local,
@@ -1069,6 +1065,10 @@ fn spawn_driver(
         .unwrap_or_else(|e| e.into_inner())
         .extend([r, w]);
 }
+
+/// Why `connect`/`accept` fail when the QP was stopped (a local
+/// `disconnect`, or a failure) while the connection was being set up.
+const SETUP_STOPPED: &str = "the QP was disconnected or failed during connection setup";
 
 /// Linux's MSS on loopback once a connection's window has opened (IPv4:
 /// `lo` MTU 65536 - 40 bytes of headers - 12 bytes of timestamps; measured

@@ -11,12 +11,15 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use oncrpc::{DispatchOutcome, Payload, Piece};
+use tokio::io::AsyncWrite;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
@@ -97,9 +100,10 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// On shutdown, how long calls in progress may take to finish.
     pub shutdown_grace: Duration,
-    /// A connection with no call in progress that completes no record for
-    /// this long is closed (also bounds how long a peer may hold a
-    /// half-sent record). `None`: never.
+    /// A connection with no call in progress that completes no record and
+    /// takes no reply bytes for this long is closed (also bounds how long a
+    /// peer may hold a half-sent record). A peer that reads a long reply
+    /// slowly keeps its connection while bytes move. `None`: never.
     pub idle_timeout: Option<Duration>,
     /// Send buffer asked for each accepted socket (see
     /// [`crate::io::set_send_buffer`]; default
@@ -274,6 +278,11 @@ async fn serve_connection<S: RecordService>(
     // `max_bytes_per_connection` of their bytes, instead of making replies
     // pile up in memory.
     let (reply_tx, reply_rx) = mpsc::unbounded_channel::<QueuedReply>();
+    let written = Arc::new(AtomicU64::new(0));
+    let write_half = Counting {
+        inner: write_half,
+        written: written.clone(),
+    };
     let mut writer = tokio::spawn(write_replies(write_half, reply_rx).in_current_span());
     let calls_allowed = Arc::new(Semaphore::new(config.max_calls_per_connection.max(1)));
     // Each call also holds its bytes in this budget until its reply is
@@ -283,7 +292,7 @@ async fn serve_connection<S: RecordService>(
     let mut calls = JoinSet::new();
     let encoder = RecordEncoder::new(config.max_fragment_size);
 
-    let mut idle_since = tokio::time::Instant::now();
+    let mut idle = Idle::new(config.idle_timeout, written);
     let outcome: Result<(), ConnectionEnd> = loop {
         // Every call slot may be held by a reply the peer does not take:
         // waiting for one with no call running is idle too (review 4, K1).
@@ -292,8 +301,7 @@ async fn serve_connection<S: RecordService>(
             &mut calls,
             &mut writer,
             &mut stop,
-            &mut idle_since,
-            config.idle_timeout,
+            &mut idle,
         )
         .await
         {
@@ -301,27 +309,24 @@ async fn serve_connection<S: RecordService>(
             Ok(Err(_closed)) => break Ok(()),
             Err(end) => break end.outcome("waiting for a call slot"),
         };
-        let idle_deadline = idle_since
-            + config
-                .idle_timeout
-                .unwrap_or(Duration::from_secs(365 * 86_400));
         let record = tokio::select! {
             r = reader.next_record() => r,
             _ = stop.wait_for(|s| *s) => break Ok(()),
-            _ = tokio::time::sleep_until(idle_deadline),
-                if config.idle_timeout.is_some() && calls.is_empty() =>
-            {
-                debug!("idle timeout");
-                break Ok(());
+            _ = tokio::time::sleep_until(idle.deadline()), if idle.armed() && calls.is_empty() => {
+                if idle.expired() {
+                    debug!("idle timeout");
+                    break Ok(());
+                }
+                continue;
             }
             _ = &mut writer => break Err(ConnectionEnd::WriteFailed),
             Some(done) = calls.join_next(), if !calls.is_empty() => {
                 log_call_end(done);
-                idle_since = tokio::time::Instant::now();
+                idle.touch();
                 continue;
             }
         };
-        idle_since = tokio::time::Instant::now();
+        idle.touch();
         match record {
             Ok(Some(record)) => {
                 // Room for the record's bytes; reading stays paused until
@@ -332,8 +337,7 @@ async fn serve_connection<S: RecordService>(
                     &mut calls,
                     &mut writer,
                     &mut stop,
-                    &mut idle_since,
-                    config.idle_timeout,
+                    &mut idle,
                 )
                 .await
                 {
@@ -457,22 +461,20 @@ impl WaitEnd {
 
 /// Waits for `what` (a call slot, or room in the byte budget) while the
 /// connection stays served: it gives up when the server stops, when the
-/// writer ends, or when the idle timeout passes with no call running (the
-/// slot or the bytes are then held by replies the peer does not take).
-/// Calls that end meanwhile are reaped and restart the idle timer, as while
-/// reading.
+/// writer ends, or when the idle timeout passes with no call running and no
+/// reply bytes taken (the slot or the bytes are then held by replies the
+/// peer does not take). Calls that end meanwhile are reaped and restart the
+/// idle timer, as while reading.
 async fn wait_while_serving<T>(
     what: impl Future<Output = T>,
     calls: &mut JoinSet<()>,
     writer: &mut JoinHandle<()>,
     stop: &mut watch::Receiver<bool>,
-    idle_since: &mut tokio::time::Instant,
-    idle_timeout: Option<Duration>,
+    idle: &mut Idle,
 ) -> Result<T, WaitEnd> {
     let what = std::pin::pin!(what);
     let mut what = what;
     loop {
-        let idle_deadline = *idle_since + idle_timeout.unwrap_or(Duration::from_secs(365 * 86_400));
         tokio::select! {
             // What is waited for first: mostly it is ready at once, and
             // then no idle timer is armed (one per call otherwise).
@@ -480,16 +482,113 @@ async fn wait_while_serving<T>(
             got = what.as_mut() => return Ok(got),
             _ = stop.wait_for(|s| *s) => return Err(WaitEnd::Stop),
             _ = &mut *writer => return Err(WaitEnd::WriteFailed),
-            _ = tokio::time::sleep_until(idle_deadline),
-                if idle_timeout.is_some() && calls.is_empty() =>
-            {
-                return Err(WaitEnd::Idle);
+            _ = tokio::time::sleep_until(idle.deadline()), if idle.armed() && calls.is_empty() => {
+                if idle.expired() {
+                    return Err(WaitEnd::Idle);
+                }
             }
             Some(done) = calls.join_next(), if !calls.is_empty() => {
                 log_call_end(done);
-                *idle_since = tokio::time::Instant::now();
+                idle.touch();
             }
         }
+    }
+}
+
+/// When a connection last showed life ([`ServerConfig::idle_timeout`]): a
+/// record arrived, a call ended, or the peer took reply bytes (a long reply
+/// read slowly is not idleness; review 6's note on K1).
+struct Idle {
+    since: tokio::time::Instant,
+    timeout: Option<Duration>,
+    /// Reply bytes written so far (by the connection's writer task).
+    written: Arc<AtomicU64>,
+    /// `written` at the last [`Idle::touch`].
+    seen: u64,
+}
+
+impl Idle {
+    fn new(timeout: Option<Duration>, written: Arc<AtomicU64>) -> Self {
+        Idle {
+            since: tokio::time::Instant::now(),
+            timeout,
+            written,
+            seen: 0,
+        }
+    }
+
+    /// Whether there is an idle timeout at all.
+    fn armed(&self) -> bool {
+        self.timeout.is_some()
+    }
+
+    /// When the connection counts as idle if nothing happens before.
+    fn deadline(&self) -> tokio::time::Instant {
+        self.since + self.timeout.unwrap_or(Duration::from_secs(365 * 86_400))
+    }
+
+    /// Something happened now.
+    fn touch(&mut self) {
+        self.since = tokio::time::Instant::now();
+        self.seen = self.written.load(Ordering::Relaxed);
+    }
+
+    /// At the deadline: true if no reply bytes were written since the last
+    /// touch either; otherwise the writing counts as life, and the timer
+    /// starts again.
+    fn expired(&mut self) -> bool {
+        if self.written.load(Ordering::Relaxed) == self.seen {
+            return true;
+        }
+        self.touch();
+        false
+    }
+}
+
+/// The connection's write half, counting the bytes the socket took.
+struct Counting {
+    inner: OwnedWriteHalf,
+    written: Arc<AtomicU64>,
+}
+
+impl Counting {
+    fn count(&self, r: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = r {
+            self.written.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Counting {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.count(r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.count(r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -596,7 +695,7 @@ struct QueuedReply {
 }
 
 /// Writes reply records as they complete, batching those that are ready.
-async fn write_replies(mut w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<QueuedReply>) {
+async fn write_replies(mut w: Counting, mut rx: mpsc::UnboundedReceiver<QueuedReply>) {
     use tokio::io::AsyncWriteExt;
     let mut chain = VecDeque::new();
     let mut batch = Vec::new();

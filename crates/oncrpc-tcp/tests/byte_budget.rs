@@ -303,3 +303,83 @@ async fn waiting_for_a_call_slot_is_idle() {
     );
     rude.abort();
 }
+
+/// One RDMATEST GET call record asking for `n` bytes.
+fn get_call(xid: u32, n: u32) -> Vec<u8> {
+    let mut m = Vec::new();
+    for w in [
+        xid,
+        0,
+        2,
+        rdmatest::PROGRAM,
+        1,
+        rdmatest::proto::PROC_GET,
+        0,
+        0,
+        0,
+        0,
+        n,
+        7,
+    ] {
+        m.extend_from_slice(&w.to_be_bytes());
+    }
+    let mut r = ((m.len() as u32) | 0x8000_0000).to_be_bytes().to_vec();
+    r.extend_from_slice(&m);
+    r
+}
+
+/// A peer that reads one long reply slowly, but steadily, is not idle: the
+/// reply is delivered whole although taking it lasts many idle timeouts
+/// (and their grace), and the connection then serves the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_reader_of_a_long_reply_keeps_its_connection() {
+    use tokio::io::AsyncReadExt;
+    let (addr, _live) = start(ServerConfig {
+        idle_timeout: Some(Duration::from_millis(200)),
+        shutdown_grace: Duration::from_millis(200),
+        ..ServerConfig::default()
+    })
+    .await;
+    // A receive buffer small enough that the server's writes follow the
+    // reading, large enough that they do so in steps well under the idle
+    // timeout (the socket takes bytes once a third of its buffer is free).
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(128 * 1024).unwrap();
+    let mut s: TcpStream = sock.connect(addr).await.unwrap();
+    let n = 12 * MIB as u32;
+    s.write_all(&get_call(1, n)).await.unwrap();
+    // 12 MiB at ~4 MB/s: about 3 s, fifteen idle timeouts.
+    let started = Instant::now();
+    let mut mark = [0u8; 4];
+    s.read_exact(&mut mark).await.unwrap();
+    let mark = u32::from_be_bytes(mark);
+    assert_ne!(mark & 0x8000_0000, 0, "one fragment");
+    let want = (mark & 0x7fff_ffff) as usize;
+    assert!(want > n as usize);
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    while got < want {
+        let room = buf.len().min(want - got);
+        let k = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf[..room]))
+            .await
+            .expect("the reply stalled")
+            .unwrap();
+        assert!(k > 0, "connection closed after {got} of {want} bytes");
+        got += k;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    assert_eq!(got, want);
+    assert!(
+        started.elapsed() > Duration::from_millis(1000),
+        "the reply took only {:?}: not a slow reader",
+        started.elapsed()
+    );
+    // Still served on the same connection.
+    s.write_all(&get_call(2, 8)).await.unwrap();
+    let mut head = [0u8; 8];
+    tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut head))
+        .await
+        .expect("no reply to the next call")
+        .unwrap();
+    assert_eq!(&head[4..8], &2u32.to_be_bytes(), "the next call's xid");
+}

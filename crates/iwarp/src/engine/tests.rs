@@ -1127,6 +1127,31 @@ fn local_errors_fail_the_wr_and_flush_the_rest() {
     assert_eq!(st.len(), 3, "{st:?}");
 }
 
+/// `a` RDMA-Writes `n` pattern bytes (`seed`) to offset 0 of `tstag` (wr_id
+/// 1), then Sends `send.1` bytes of the same pattern from offset `send.0`
+/// (wr_id 2): returns the pattern and the bytes `a` put on the wire.
+fn write_then_send(
+    a: &mut Side,
+    tstag: u32,
+    n: usize,
+    seed: u8,
+    send: (u64, u32),
+) -> (Vec<u8>, Vec<u8>) {
+    let payload = data(n, seed);
+    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
+    a.post_send(SendWr::write(
+        1,
+        vec![Sge::new(sstag, 0, n as u32)],
+        RemoteAddr {
+            rkey: tstag,
+            offset: 0,
+        },
+    ));
+    a.post_send(SendWr::send(2, vec![Sge::new(sstag, send.0, send.1)]));
+    let bytes = a.out();
+    (payload, bytes)
+}
+
 #[test]
 fn large_messages_stream_through_direct_placement() {
     for (chunk, direct) in [
@@ -1148,18 +1173,7 @@ fn large_messages_stream_through_direct_placement() {
                 Sge::new(rstag, 100_000, 200_000),
             ],
         ));
-        let payload = data(n, 5);
-        let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
-        a.post_send(SendWr::write(
-            1,
-            vec![Sge::new(sstag, 0, n as u32)],
-            RemoteAddr {
-                rkey: tstag,
-                offset: 0,
-            },
-        ));
-        a.post_send(SendWr::send(2, vec![Sge::new(sstag, 1000, 250_000)]));
-        let bytes = a.out();
+        let (payload, bytes) = write_then_send(&mut a, tstag, n, 5, (1000, 250_000));
         assert_eq!(b.feed(&bytes, chunk), RxStatus::WouldBlock);
         assert_eq!(tr.lock().buffer.as_ref().unwrap().as_slice(), &payload[..]);
         assert_eq!(
@@ -1312,18 +1326,7 @@ fn small_message_after_a_large_one_takes_one_read() {
     let (tr, tstag) = b.reg_zeroed(n, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
     let (rr, rstag) = b.reg_zeroed(4096, Access::LOCAL_WRITE);
     b.post_recv(RecvWr::new(7, vec![Sge::new(rstag, 0, 4096)]));
-    let payload = data(n, 4);
-    let (_s, sstag) = a.reg(MrBuffer::from(Bytes::from(payload.clone())), Access::NONE);
-    a.post_send(SendWr::write(
-        1,
-        vec![Sge::new(sstag, 0, n as u32)],
-        RemoteAddr {
-            rkey: tstag,
-            offset: 0,
-        },
-    ));
-    a.post_send(SendWr::send(2, vec![Sge::new(sstag, 5, 200)]));
-    let bytes = a.out();
+    let (payload, bytes) = write_then_send(&mut a, tstag, n, 4, (5, 200));
     // The Send is the last FPDU: 2 + 18-byte untagged header + 200 bytes
     // + pad + CRC.
     let send_len = 2 + 18 + 200 + crate::wire::fpdu::pad_len(218) + 4;

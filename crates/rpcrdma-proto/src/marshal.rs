@@ -181,6 +181,18 @@ impl OfferedChunks {
             reply_chunk: c.reply_chunk.map(|r| r.to_repr()),
         }
     }
+
+    /// The chunk lists of a reply that uses none of the offered chunks:
+    /// every offered Write chunk and the Reply chunk, returned with their
+    /// segments and zero lengths (RFC 8166 §3.4.6: the Responder MUST copy
+    /// the segment count and the segments, with the lengths it used).
+    pub fn echo_unused(&self) -> ChunkListsRepr {
+        ChunkListsRepr {
+            read_list: vec![],
+            write_list: self.write_list.iter().map(WriteChunkRepr::zeroed).collect(),
+            reply_chunk: self.reply_chunk.as_ref().map(WriteChunkRepr::zeroed),
+        }
+    }
 }
 
 /// A planned call.

@@ -309,7 +309,12 @@ impl WriteChunkCursor {
         if total == 0 && declared != 0 {
             return Err(ReplyDdpError::NotReduced(chunk));
         }
-        if total != declared as u64 {
+        // RFC 8166 §3.4.6: the returned length is the item's. A Responder
+        // following RFC 5666 §3.7 reports it rounded up to a multiple of 4
+        // (padding it did not write; implementation-experience draft §3.6):
+        // accepted, and only the declared bytes are the result.
+        let rounded = u64::from(declared).next_multiple_of(4);
+        if total != u64::from(declared) && total != rounded {
             return Err(ReplyDdpError::LengthMismatch {
                 chunk,
                 returned: total,

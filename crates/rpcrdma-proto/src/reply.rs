@@ -186,9 +186,8 @@ pub fn plan_reply(
     }
     let reduced_len = spans_len(&reduced);
     let mut chunks = ChunkListsRepr {
-        read_list: vec![],
         write_list: echo,
-        reply_chunk: offered.reply_chunk.as_ref().map(|c| c.zeroed()),
+        ..offered.echo_unused()
     };
     let short_len = (crate::wire::FIXED_LEN + chunks.buffer_len()) as u64 + reduced_len;
     if short_len <= reply_inline as u64 {

@@ -9,8 +9,8 @@ use crate::error::DecodeErrorKind;
 use crate::marshal::OfferedChunks;
 use crate::reassemble::{plan_call_reassembly, CallPiece, CallReassembly};
 use crate::wire::{
-    Body, ChunkLists, DecodeLimits, ErrorBody, Header, HeaderRepr, Proc, Segment, WriteChunk,
-    WriteChunkRepr, RPCRDMA_VERSION,
+    Body, ChunkLists, ChunkListsRepr, DecodeLimits, ErrorBody, Header, HeaderRepr, Proc, Segment,
+    WriteChunk, WriteChunkRepr, RPCRDMA_VERSION,
 };
 
 /// The receiver's required action, without its data (for counters and
@@ -106,6 +106,9 @@ pub enum CallVerdict<'a> {
     GarbageArgs {
         /// The call's XID.
         xid: u32,
+        /// The chunk lists the reply carries: the call's offered chunks,
+        /// unused (RFC 8166 §3.4.6; see [`OfferedChunks::echo_unused`]).
+        chunks: ChunkListsRepr,
     },
     /// Drop silently.
     Discard(DiscardReason),
@@ -286,7 +289,10 @@ impl ReceivedCall<'_> {
                 return Err(err_chunk(xid, vers, grant));
             }
             if self.reassembly.check_length_words(reduced).is_err() {
-                return Err(CallVerdict::GarbageArgs { xid });
+                return Err(CallVerdict::GarbageArgs {
+                    xid,
+                    chunks: self.offered.echo_unused(),
+                });
             }
         }
         Ok(())
@@ -322,24 +328,48 @@ impl ReplyVerdict<'_> {
     }
 }
 
-/// Returned chunk matches the offered one except for lengths: same count,
+/// Returned chunk matches the offered one except for lengths: same
 /// handles and offsets, no length above the offered one, filled in segment
 /// order (RFC 8166 §3.4.6).
-fn same_but_lengths(got: &WriteChunk<'_>, offered: &WriteChunkRepr) -> bool {
-    if got.segment_count() != offered.segments.len() {
+///
+/// Accepted from Responders that read RFC 5666 differently (the
+/// implementation-experience draft, §3.6–§3.7): a Write list chunk returned
+/// with no segments (one server's way of saying "unused"), or with only the
+/// segments it filled (a prefix of the offered ones); and, when
+/// `roundup`, a last filled segment up to 3 bytes longer than offered (RFC
+/// 5666 §3.7 had the Responder report the XDR roundup it did not write).
+/// A Requester reads the result through [`WriteChunkCursor`] from what was
+/// returned: the declared length of the result decides (a chunk returned
+/// with no segments is read as a request for the result inline, which a
+/// Responder that leaves the chunk unused does not have).
+///
+/// [`WriteChunkCursor`]: crate::reassemble::WriteChunkCursor
+fn same_but_lengths(got: &WriteChunk<'_>, offered: &WriteChunkRepr, roundup: bool) -> bool {
+    if got.segment_count() > offered.segments.len() {
         return false;
     }
     let mut short = false;
+    // Bytes in the segments before this one.
+    let mut before = 0u64;
     for (g, o) in got.segments().zip(&offered.segments) {
-        if g.handle != o.handle || g.offset != o.offset || g.length > o.length {
+        if g.handle != o.handle || g.offset != o.offset {
             return false;
         }
         if short && g.length != 0 {
             return false;
         }
-        if g.length < o.length {
+        if g.length > o.length {
+            // Only as the roundup of data that ends by filling this segment
+            // (the last filled one) at a length not a multiple of 4.
+            let end = before + u64::from(o.length);
+            if !roundup || before + u64::from(g.length) != end.next_multiple_of(4) {
+                return false;
+            }
+            short = true;
+        } else if g.length < o.length {
             short = true;
         }
+        before += u64::from(g.length);
     }
     true
 }
@@ -352,8 +382,10 @@ fn same_but_lengths(got: &WriteChunk<'_>, offered: &WriteChunkRepr) -> bool {
 /// offered ones in anything but (not larger, prefix-filled) lengths, an
 /// unoffered Reply chunk, an RDMA_MSG whose Reply chunk reports data or
 /// whose RPC XID differs, an RDMA_NOMSG whose Reply chunk holds nothing.
-/// Tolerated for interoperability: fewer Write chunks than offered, and an
-/// offered Reply chunk left out of an RDMA_MSG reply.
+/// Tolerated for interoperability: fewer Write chunks than offered, an
+/// offered Reply chunk left out of an RDMA_MSG reply, and Write chunks
+/// returned with no segments, with fewer segments, or with a length rounded
+/// up to a multiple of 4 (see `same_but_lengths`).
 pub fn check_reply<'a, 'o>(
     msg: &'a [u8],
     limits: &DecodeLimits,
@@ -394,12 +426,12 @@ pub fn check_reply<'a, 'o>(
         .zip(&offered.write_list)
         .enumerate()
     {
-        if !same_but_lengths(&got, off) {
+        if !same_but_lengths(&got, off, true) {
             return ReplyVerdict::Discard(DiscardReason::WriteChunkMismatch(i));
         }
     }
     match (&chunks.reply_chunk, &offered.reply_chunk) {
-        (Some(got), Some(off)) if !same_but_lengths(got, off) => {
+        (Some(got), Some(off)) if !same_but_lengths(got, off, false) => {
             return ReplyVerdict::Discard(DiscardReason::ReplyChunkMismatch)
         }
         (Some(_), None) => return ReplyVerdict::Discard(DiscardReason::ReplyChunkMismatch),

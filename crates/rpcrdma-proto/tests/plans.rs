@@ -445,3 +445,46 @@ fn rfc8166_s4_5_3_reply_that_fits_nowhere_is_err_chunk_not_overrun() {
         })
     ));
 }
+
+/// A returned Write chunk length is the result's (RFC 8166 §3.4.6), or its
+/// roundup to a multiple of 4 from a Responder following RFC 5666 §3.7
+/// (implementation-experience draft §3.6): only the declared bytes are the
+/// result. Anything else is a mismatch.
+#[test]
+fn rfc5666_rounded_up_write_chunk_length_is_the_declared_result() {
+    use rpcrdma_proto::reassemble::{DdpResult, ReplyDdpError, WriteChunkCursor};
+    let chunk = |len| WriteChunkRepr {
+        segments: vec![Segment {
+            handle: 7,
+            length: len,
+            offset: 0,
+        }],
+    };
+    for (returned, declared, ok) in [
+        (5, 5, true),
+        (8, 5, true),
+        (8, 8, true),
+        (8, 4, false),
+        (12, 9, true),
+        (12, 8, false),
+        (7, 5, false),
+        (9, 5, false),
+    ] {
+        let wl = [chunk(returned)];
+        let r = WriteChunkCursor::from_repr(&wl).next_result(declared);
+        if ok {
+            assert_eq!(
+                r,
+                Ok(DdpResult::Chunk {
+                    chunk: 0,
+                    len: declared
+                })
+            );
+        } else {
+            assert!(
+                matches!(r, Err(ReplyDdpError::LengthMismatch { .. })),
+                "{returned} returned for {declared}: {r:?}"
+            );
+        }
+    }
+}

@@ -319,7 +319,9 @@ fn rfc8166_s6_1_read_chunk_for_non_eligible_argument_is_not_processed() {
 fn rfc8166_s4_5_2_chunk_length_mismatch_gets_garbage_args() {
     let m = put_call(44, 100, 96);
     let v = check_call(&m, &limits(), &RdmatestBinding, GRANT);
-    assert!(matches!(v, CallVerdict::GarbageArgs { xid: XID }));
+    assert!(
+        matches!(&v, CallVerdict::GarbageArgs { xid: XID, chunks } if *chunks == Default::default())
+    );
     // Pad included in the chunk is allowed (§3.4.5): 99 bytes, chunk 100.
     let m = put_call(44, 100, 99);
     let v = check_call(&m, &limits(), &RdmatestBinding, GRANT);
@@ -459,4 +461,50 @@ fn rfc8166_s4_5_2_segment_wrapping_the_address_space_gets_err_chunk() {
         .bytes(&payload)
         .done();
     expect_err_chunk(&m, &RdmatestBinding);
+}
+
+/// The GARBAGE_ARGS reply copies the call's offered Write chunks and Reply
+/// chunk, unused (RFC 8166 §3.4.6: the segment count and segments MUST be
+/// copied; review 9, R9-4: it had empty chunk lists, which a strict
+/// Requester discards).
+#[test]
+fn rfc8166_s3_4_6_garbage_args_reply_returns_the_offered_chunks_unused() {
+    use rpcrdma_proto::wire::{ChunkListsRepr, Segment, WriteChunkRepr};
+    let mut payload = rpc_call(XID, PROGRAM, VERSION, procs::PUT);
+    payload.extend_from_slice(&96u32.to_be_bytes());
+    let m = Words::new()
+        .ws(&[XID, 1, 32, 0])
+        .ws(&[1, 44])
+        .hloo(0xaa, 100, 0x1000)
+        .ws(&[0])
+        .ws(&[1, 2])
+        .hloo(0xbb, 4096, 0x2000)
+        .hloo(0xbc, 100, 0x3000)
+        .ws(&[0])
+        .ws(&[1, 1])
+        .hloo(0xcc, 8192, 0x4000)
+        .bytes(&payload)
+        .done();
+    let v = check_call(&m, &limits(), &RdmatestBinding, GRANT);
+    let CallVerdict::GarbageArgs { xid, chunks } = v else {
+        panic!("expected GARBAGE_ARGS, got {:?}", v.action())
+    };
+    let seg = |handle, offset| Segment {
+        handle,
+        length: 0,
+        offset,
+    };
+    assert_eq!(xid, XID);
+    assert_eq!(
+        chunks,
+        ChunkListsRepr {
+            read_list: vec![],
+            write_list: vec![WriteChunkRepr {
+                segments: vec![seg(0xbb, 0x2000), seg(0xbc, 0x3000)]
+            }],
+            reply_chunk: Some(WriteChunkRepr {
+                segments: vec![seg(0xcc, 0x4000)]
+            }),
+        }
+    );
 }

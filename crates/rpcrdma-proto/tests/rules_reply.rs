@@ -129,14 +129,28 @@ fn rfc8166_s3_4_6_write_chunk_differing_beyond_lengths_is_discarded() {
             .ws(&[1, 2])
             .hloo(10, 10, 0x1004)
             .hloo(11, 0, 0x9000),
-        // different segment count
-        Words::new().ws(&[1, 1]).hloo(10, 10, 0x1000),
-        Words::new().ws(&[1, 0]),
-        // length larger than offered
+        // more segments than offered
+        Words::new()
+            .ws(&[1, 3])
+            .hloo(10, 10, 0x1000)
+            .hloo(11, 0, 0x9000)
+            .hloo(12, 0, 0xa000),
+        // fewer segments, but not the offered ones
+        Words::new().ws(&[1, 1]).hloo(11, 10, 0x9000),
+        // length larger than offered (4096 is a multiple of 4: no roundup)
         Words::new()
             .ws(&[1, 2])
             .hloo(10, 4097, 0x1000)
             .hloo(11, 0, 0x9000),
+        Words::new()
+            .ws(&[1, 2])
+            .hloo(10, 4100, 0x1000)
+            .hloo(11, 0, 0x9000),
+        // more than the roundup of a full last segment
+        Words::new()
+            .ws(&[1, 2])
+            .hloo(10, 4096, 0x1000)
+            .hloo(11, 4100, 0x9000),
         // not filled in segment order
         Words::new()
             .ws(&[1, 2])
@@ -242,4 +256,54 @@ fn rfc8166_s4_2_1_reply_xid_mismatch_is_discarded() {
     assert_eq!(discard(&m), DiscardReason::XidMismatch);
     let m = Words::new().ws(&[XID + 1, 1, 64, 0, 0, 0, 0]).done();
     assert_eq!(discard(&m), DiscardReason::UnknownXid);
+}
+
+/// Forms of a returned Write chunk that Responders following RFC 5666 send
+/// (implementation-experience draft §3.6, §3.7), tolerated: the chunk
+/// returned with no segments (unused), with only the segments it filled,
+/// or with its length rounded up to a multiple of 4.
+#[test]
+fn rfc5666_returned_write_chunk_forms_are_tolerated() {
+    let variants = [
+        (Words::new().ws(&[1, 0]), 0),
+        (Words::new().ws(&[1, 1]).hloo(10, 10, 0x1000), 10),
+        (Words::new().ws(&[1, 1]).hloo(10, 4096, 0x1000), 4096),
+    ];
+    for (i, (wl, total)) in variants.into_iter().enumerate() {
+        let m = Words::new()
+            .ws(&[XID, 1, 64, 0, 0])
+            .bytes(&wl.done())
+            .ws(&[0, 0])
+            .bytes(&rpc_reply(XID))
+            .done();
+        let ReplyVerdict::Deliver(h) = check(&m) else {
+            panic!("variant {i} not delivered")
+        };
+        let got = h.chunks().unwrap().write_list.get(0).unwrap();
+        assert_eq!(got.total_len(), total, "variant {i}");
+    }
+    // Rounded up: 4096 + 5 bytes offered, 4096 + 5 filled, 4096 + 8 returned.
+    let odd = OfferedChunks {
+        write_list: vec![WriteChunkRepr {
+            segments: vec![seg(10, 4096, 0x1000), seg(11, 5, 0x9000)],
+        }],
+        reply_chunk: None,
+    };
+    let o: &'static OfferedChunks = Box::leak(Box::new(odd));
+    for (last, ok) in [(5, true), (8, true), (6, false), (12, false)] {
+        let m = Words::new()
+            .ws(&[XID, 1, 64, 0, 0])
+            .ws(&[1, 2])
+            .hloo(10, 4096, 0x1000)
+            .hloo(11, last, 0x9000)
+            .ws(&[0, 0])
+            .bytes(&rpc_reply(XID))
+            .done();
+        let v = check_reply(&m, &DecodeLimits::default(), |x| (x == XID).then_some(o));
+        assert_eq!(
+            matches!(v, ReplyVerdict::Deliver(_)),
+            ok,
+            "last segment returned as {last} of 5"
+        );
+    }
 }

@@ -39,9 +39,7 @@ use rpcrdma_proto::reassemble::{CallPiece, ReadChunkInfo};
 use rpcrdma_proto::reply::plan_reply;
 use rpcrdma_proto::stream::Span;
 use rpcrdma_proto::validate::{check_call, Action, CallVerdict, ReceivedCall};
-use rpcrdma_proto::wire::{
-    BodyRepr, ChunkListsRepr, ErrorBody, HeaderRepr, ReadList, Segment, RPCRDMA_VERSION,
-};
+use rpcrdma_proto::wire::{BodyRepr, ErrorBody, HeaderRepr, ReadList, Segment, RPCRDMA_VERSION};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -572,7 +570,7 @@ impl<D: Device> SConn<D> {
     fn answer_verdict(&self, v: CallVerdict<'_>, grant: u32, slot: &AtomicBool) {
         match v {
             CallVerdict::ReplyError(h) => self.send_plain(&h, &[], slot),
-            CallVerdict::GarbageArgs { xid } => {
+            CallVerdict::GarbageArgs { xid, chunks } => {
                 let rpc = oncrpc::reply_message(
                     &ReplyHeader::accepted(xid, AcceptStat::GarbageArgs),
                     Payload::new(),
@@ -582,7 +580,7 @@ impl<D: Device> SConn<D> {
                     xid,
                     vers: RPCRDMA_VERSION,
                     credit: grant,
-                    body: BodyRepr::Msg(ChunkListsRepr::default()),
+                    body: BodyRepr::Msg(chunks),
                 };
                 self.send_plain(&h, &rpc, slot);
             }

@@ -13,107 +13,43 @@
 //! iWARP provider, answering NULL replies (whatever the procedure) with the
 //! grant its policy gives, or not at all.
 
+mod common;
+
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use rdma_verbs::{
-    Access, CompletionQueue, ConnParam, ConnectRequest, Device as _, Listener, MemoryRegion,
-    MrBuffer, ProtectionDomain, QpInit, QueuePair, RecvWr, SendWr, Sge, WcOpcode,
-};
-use rpcrdma::{Bindings, RdmaClient, RdmaConfig};
+use common::stand_in;
+use rpcrdma::{RdmaClient, RdmaConfig};
 
 /// RPC-over-RDMA header (RDMA_MSG, empty chunk lists) and an RPC reply
 /// (MSG_ACCEPTED, AUTH_NONE, SUCCESS) of a NULL call.
-fn null_reply(xid: u32, grant: u32) -> Bytes {
-    let words = [xid, 1, grant, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0];
-    Bytes::from(
-        words
-            .iter()
-            .flat_map(|w| w.to_be_bytes())
-            .collect::<Vec<u8>>(),
-    )
+fn null_reply(xid: u32, grant: u32) -> bytes::Bytes {
+    stand_in::words(&[xid, 1, grant, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0])
 }
 
 /// Which calls are answered, with what grant: `policy(first connection,
 /// call number from 1)`; `None` leaves the call unanswered.
 type Policy = fn(bool, u32) -> Option<u32>;
 
-/// Serves one connection.
-async fn serve(req: iwarp::device::ConnRequest, dev: iwarp::Device, first: bool, policy: Policy) {
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(256).unwrap();
-    let qp = dev.create_qp(&pd, QpInit::with_cq(cq.clone())).unwrap();
-    let mut recvs = std::collections::HashMap::new();
-    for i in 0..64u64 {
-        let mr = pd
-            .register(
-                MrBuffer::Mutable(BytesMut::zeroed(4096)),
-                Access::LOCAL_WRITE,
-            )
-            .unwrap();
-        qp.post_recv(RecvWr::new(i, vec![Sge::new(mr.lkey(), 0, 4096)]))
-            .unwrap();
-        recvs.insert(i, mr);
-    }
-    let pdata = RdmaConfig::default().private_data().encode();
-    if req
-        .accept(&qp, ConnParam::new(Bytes::copy_from_slice(&pdata), 4, 4))
-        .await
-        .is_err()
-    {
-        return;
-    }
-    let mut n = 0u32;
-    let mut sent = Vec::new();
-    loop {
-        let wc = cq.next().await;
-        if wc.opcode != WcOpcode::Recv {
-            continue;
-        }
-        if !wc.is_success() {
-            return; // flushed: the connection ended
-        }
-        let Some(mr) = recvs.remove(&wc.wr_id) else {
-            continue;
-        };
-        let b = mr.deregister().unwrap().into_bytes();
-        let xid = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        n += 1;
-        let Some(grant) = policy(first, n) else {
-            continue; // never answered
-        };
-        let reply = null_reply(xid, grant);
-        let len = reply.len() as u32;
-        let smr = pd.register(MrBuffer::Frozen(reply), Access::NONE).unwrap();
-        if qp
-            .post_send(SendWr::send(
-                u64::from(n),
-                vec![Sge::new(smr.lkey(), 0, len)],
-            ))
-            .is_err()
-        {
-            return;
-        }
-        sent.push(smr);
-    }
-}
-
 /// A stand-in responder on loopback and a client of it.
 async fn pair(policy: Policy, cfg: RdmaConfig) -> RdmaClient<iwarp::Device> {
-    let dev = iwarp::Device::default();
-    let listener = dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let addr = listener.local_addr();
-    tokio::spawn(async move {
-        let mut first = true;
-        while let Ok(req) = listener.next_request().await {
-            tokio::spawn(serve(req, dev.clone(), first, policy));
-            first = false;
-        }
-    });
-    RdmaClient::connect(iwarp::Device::default(), addr, cfg, Bindings::rdmatest())
-        .await
-        .unwrap()
+    stand_in::client_of(cfg, move |req, dev, conn| {
+        let mut n = 0u32;
+        stand_in::serve(req, dev, move |msg, pd, qp| {
+            let xid = u32::from_be_bytes([msg[0], msg[1], msg[2], msg[3]]);
+            n += 1;
+            let Some(grant) = policy(conn == 0, n) else {
+                return Some(vec![]); // never answered
+            };
+            Some(vec![stand_in::send(
+                pd,
+                qp,
+                u64::from(n),
+                null_reply(xid, grant),
+            )?])
+        })
+    })
+    .await
 }
 
 /// H1: on its first connection the responder grants 2, ignores the second

@@ -71,8 +71,12 @@ impl RdmaArgs {
                 self.inline
             );
         }
-        if self.credits == 0 {
-            anyhow::bail!("invalid --credits 0: at least one credit is needed");
+        if self.credits == 0 || self.credits > rpcrdma::MAX_CREDITS {
+            anyhow::bail!(
+                "invalid --credits {}: from 1 to {}",
+                self.credits,
+                rpcrdma::MAX_CREDITS
+            );
         }
         if self.max_segments == 0 {
             anyhow::bail!("invalid --max-segments 0");

@@ -121,7 +121,9 @@ impl ResponderCredits {
     /// (the RFC requires non-zero; a Responder with none posted still
     /// grants 1 and must post one before replying).
     pub fn grant(&self) -> u32 {
-        self.max.min(self.posted + self.in_process).max(1)
+        self.max
+            .min(self.posted.saturating_add(self.in_process))
+            .max(1)
     }
 
     /// A call arrived; errors when more calls are in process than granted.

@@ -205,7 +205,7 @@ impl<D: Device> RdmaClient<D> {
                 gen: 0,
                 connecting: true,
                 closed: false,
-                credits: RequesterCredits::new(config.credits),
+                credits: RequesterCredits::new(config.effective_credits()),
                 queue: VecDeque::new(),
                 calls: IdMap::default(),
             }),
@@ -374,7 +374,7 @@ impl<D: Device> Conn<D> {
         config: &RdmaConfig,
         gen: u64,
     ) -> Result<Arc<Conn<D>>, TransportError> {
-        let ep = Endpoint::new(dev, config, config.credits + RECV_MARGIN)?;
+        let ep = Endpoint::new(dev, config, config.effective_credits() + RECV_MARGIN)?;
         let local = config.private_data();
         let encoded = local.encode();
         let param = ConnParam::new(Bytes::copy_from_slice(&encoded), config.ord, config.ird);

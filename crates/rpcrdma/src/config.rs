@@ -33,6 +33,10 @@ impl Backoff {
     }
 }
 
+/// The most credits a connection uses, whatever [`RdmaConfig::credits`]
+/// says (review 10, R10-11: larger values overflowed the receive count).
+pub const MAX_CREDITS: u32 = 4096;
+
 /// Configuration shared by the requester ([`RdmaClient`](crate::RdmaClient))
 /// and the responder ([`RdmaServer`](crate::RdmaServer)).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +49,8 @@ pub struct RdmaConfig {
     pub inline_recv: u32,
     /// Requester: credits asked for in `rdma_credit`. Responder: credits
     /// granted (never 0); the responder keeps this many receives posted plus
-    /// a margin (default 128).
+    /// a margin (default 128). Taken as 1 ..= [`MAX_CREDITS`]: each credit
+    /// costs a posted receive of `inline_recv` bytes per connection.
     pub credits: u32,
     /// Segments per chunk (default 16).
     pub max_segments: u32,
@@ -105,6 +110,13 @@ pub struct RdmaConfig {
     /// their buffers because the responder may still be moving their data
     /// (default 256 MiB).
     pub max_abandoned_bytes: usize,
+}
+
+impl RdmaConfig {
+    /// [`RdmaConfig::credits`] within 1 ..= [`MAX_CREDITS`].
+    pub fn effective_credits(&self) -> u32 {
+        self.credits.clamp(1, MAX_CREDITS)
+    }
 }
 
 impl Default for RdmaConfig {

@@ -31,7 +31,7 @@ pub mod server;
 pub mod ulb;
 
 pub use client::{ClientStats, RdmaClient};
-pub use config::{Backoff, RdmaConfig};
+pub use config::{Backoff, RdmaConfig, MAX_CREDITS};
 pub use error::TransportError;
 pub use report::{CallReport, MessageKind, ReplyMode};
 pub use rpcrdma_proto::binding::{DdpPlacement, LayoutError, ReplyLayout};

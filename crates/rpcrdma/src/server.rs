@@ -342,7 +342,7 @@ impl<D: Device> SrvShared<D> {
         let cfg = &self.config;
         // RFC 8797 §8.2: no (valid) private data means 1024/1024.
         let theirs = PrivateData::from_received(req.private_data());
-        let posted = cfg.credits.max(1) + RECV_MARGIN;
+        let posted = cfg.effective_credits() + RECV_MARGIN;
         let ep = Endpoint::new(&self.dev, cfg, posted)?;
         let encoded = cfg.private_data().encode();
         let param = ConnParam::new(Bytes::copy_from_slice(&encoded), cfg.ord, cfg.ird);
@@ -352,7 +352,7 @@ impl<D: Device> SrvShared<D> {
             .map_err(|_| VerbsError::Timeout("accept"))??;
         let ours = PrivateData::find(&encoded).unwrap_or_default();
         let neg = Negotiated::server(&ours, &theirs);
-        let grant = cfg.credits.max(1);
+        let grant = cfg.effective_credits();
         let units =
             (cfg.max_read_bytes_per_connection as u64 / BUDGET_UNIT).clamp(1, u32::MAX as u64);
         Ok(Arc::new(SConn {

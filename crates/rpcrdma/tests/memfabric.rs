@@ -22,6 +22,32 @@ async fn basic_calls_over_memfabric() {
     srv.shutdown().await;
 }
 
+/// `credits` beyond [`rpcrdma::MAX_CREDITS`] is taken as the maximum on
+/// both sides (review 10, R10-11: `u32::MAX` overflowed the count of
+/// receives to post and refused every connection).
+#[tokio::test]
+async fn credits_beyond_the_maximum_are_capped() {
+    let dev = Fabric::new();
+    let cfg = RdmaConfig {
+        credits: u32::MAX,
+        ..RdmaConfig::default()
+    };
+    let srv = common::server(dev.clone(), cfg.clone()).await;
+    let c = common::client(dev.clone(), srv.local_addr(), cfg).await;
+    let t = common::typed(&c);
+    t.null().await.unwrap();
+    let calls = (0..64).map(|i| t.get(1000 + i, i)).collect();
+    for r in futures_join_all(calls).await {
+        r.unwrap();
+    }
+    let most = srv
+        .stats()
+        .max_outstanding
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(most <= u64::from(rpcrdma::MAX_CREDITS), "{most}");
+    srv.shutdown().await;
+}
+
 #[tokio::test]
 async fn message_kinds_inline_4096() {
     let dev = Fabric::new();

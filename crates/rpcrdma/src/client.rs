@@ -710,13 +710,15 @@ impl<D: Device> Shared<D> {
                     drop(st);
                     let send = SendOp::Send { solicited: false };
                     if let Err(e) = conn.ep.post_send_msg(send, p.send, Vec::new()) {
-                        if self.send_failed(&conn, xid, e) {
+                        if self.send_failed(&conn, xid, e) && !self.replaced(&conn) {
                             // The QP is down and `conn_lost` has not run
                             // yet: every further post would fail the same
                             // way. Stop here (review G1: looping made a
                             // busy loop that starved the completion task);
                             // `conn_lost` retransmits the queue on a new
-                            // connection.
+                            // connection. (If a new connection is already
+                            // installed, its pump may have run before this
+                            // call was queued again: go on sending there.)
                             return;
                         }
                     }
@@ -740,6 +742,11 @@ impl<D: Device> Shared<D> {
                         None => {}
                     }
                     if !alive {
+                        if newer(&st, &conn) {
+                            // Requeued after the new connection's own pump
+                            // ran (review 10, R10-1): send it there now.
+                            continue;
+                        }
                         self.reconnect_if_orphaned(&mut st);
                         return;
                     }
@@ -754,6 +761,9 @@ impl<D: Device> Shared<D> {
                             slot.in_transit = false;
                             slot.bufs = bufs;
                             queue.push_front(xid);
+                            if newer(&st, &conn) {
+                                continue;
+                            }
                             self.reconnect_if_orphaned(&mut st);
                             return;
                         }
@@ -769,6 +779,11 @@ impl<D: Device> Shared<D> {
                 }
             }
         }
+    }
+
+    /// A connection other than `conn` is installed now.
+    fn replaced(&self, conn: &Arc<Conn<D>>) -> bool {
+        newer(&lock(&self.state), conn)
     }
 
     /// Posting the Send of `xid` failed. True if the QP is no longer
@@ -1277,6 +1292,11 @@ struct Prepared<D: Device> {
     report: CallReport,
     /// The Send's bytes: transport header and inline part.
     send: Bytes,
+}
+
+/// A connection other than `conn` is installed in `st`.
+fn newer<D: Device>(st: &State<D>, conn: &Arc<Conn<D>>) -> bool {
+    st.conn.as_ref().is_some_and(|c| !Arc::ptr_eq(c, conn))
 }
 
 /// Deregisters `regions`, collecting the result buffers (by Write chunk).

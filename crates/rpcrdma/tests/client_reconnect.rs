@@ -1,0 +1,117 @@
+//! The requester across reconnects (review 10).
+//!
+//! R10-1: a call being prepared (outside the state lock) on a connection
+//! that dies, while the reconnect installs a new connection before the
+//! prepare ends, was queued again after the new connection's pump had run,
+//! and then never sent: it waited for its timeout. A wrapper device makes
+//! one `alloc_mr` slow (as a large registration or a preempted thread
+//! would) to open that window deterministically.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rdma_verbs::{
+    ConnInfo, ConnParam, Device, MrBuffer, ProtectionDomain, QpInit, RegisterError, VerbsError,
+};
+use rpcrdma::memfabric::Fabric;
+use rpcrdma::{Backoff, RdmaConfig};
+
+/// Milliseconds the next `alloc_mr` sleeps (0: none).
+static SLOW_NEXT_ALLOC_MS: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Clone)]
+struct SlowDev(Fabric);
+struct SlowPd(<Fabric as Device>::Pd);
+
+impl ProtectionDomain for SlowPd {
+    type Mr = <Fabric as Device>::Mr;
+    fn register(&self, b: MrBuffer, a: rdma_verbs::Access) -> Result<Self::Mr, RegisterError> {
+        self.0.register(b, a)
+    }
+    fn alloc_mr(&self, max_len: usize) -> Result<Self::Mr, VerbsError> {
+        let ms = SLOW_NEXT_ALLOC_MS.swap(0, Ordering::SeqCst);
+        if ms > 0 {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+        self.0.alloc_mr(max_len)
+    }
+}
+
+impl Device for SlowDev {
+    type Pd = SlowPd;
+    type Mr = <Fabric as Device>::Mr;
+    type Cq = <Fabric as Device>::Cq;
+    type Qp = <Fabric as Device>::Qp;
+    type Listener = <Fabric as Device>::Listener;
+    fn name(&self) -> &str {
+        "slow-memfabric"
+    }
+    fn max_private_data(&self) -> usize {
+        self.0.max_private_data()
+    }
+    fn alloc_pd(&self) -> Result<SlowPd, VerbsError> {
+        self.0.alloc_pd().map(SlowPd)
+    }
+    fn create_cq(&self, c: usize) -> Result<Self::Cq, VerbsError> {
+        self.0.create_cq(c)
+    }
+    fn create_qp(&self, pd: &SlowPd, init: QpInit<Self::Cq>) -> Result<Self::Qp, VerbsError> {
+        self.0.create_qp(&pd.0, init)
+    }
+    fn connect(
+        &self,
+        qp: &Self::Qp,
+        addr: SocketAddr,
+        param: ConnParam,
+    ) -> impl std::future::Future<Output = Result<ConnInfo, VerbsError>> + Send {
+        self.0.connect(qp, addr, param)
+    }
+    fn listen(
+        &self,
+        addr: SocketAddr,
+    ) -> impl std::future::Future<Output = Result<Self::Listener, VerbsError>> + Send {
+        self.0.listen(addr)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn call_prepared_across_a_reconnect_is_sent_on_the_new_connection() {
+    let fabric = Fabric::new();
+    let srv = common::server(fabric.clone(), RdmaConfig::default()).await;
+    let cfg = RdmaConfig {
+        reconnect: Backoff {
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(5),
+            max_attempts: 8,
+        },
+        ..Default::default()
+    };
+    let c = common::client(SlowDev(fabric.clone()), srv.local_addr(), cfg).await;
+    let t = common::typed(&c);
+    t.null().await.unwrap();
+
+    // The next registration (the GET's Write chunk) takes 300 ms.
+    SLOW_NEXT_ALLOC_MS.store(300, Ordering::SeqCst);
+    let c2 = c.clone();
+    let call = tokio::spawn(async move {
+        let start = Instant::now();
+        let r = c2
+            .call_with_report(
+                common::get_req(64 << 10, 7, Some(64 << 10)).with_timeout(Duration::from_secs(5)),
+            )
+            .await;
+        (r.map(|(p, _)| p), start.elapsed())
+    });
+    // The connection dies while the call is being prepared; the client
+    // reconnects (1 ms backoff) long before the prepare ends.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    c.disconnect_for_test();
+    // Within its 5 s timeout: not left in the queue.
+    let (r, took) = call.await.unwrap();
+    let p = r.unwrap_or_else(|e| panic!("call failed after {took:?}: {e}"));
+    common::check_get(&p, 64 << 10, 7);
+    assert!(c.stats().reconnects.load(Ordering::Relaxed) >= 1);
+}

@@ -545,16 +545,13 @@ impl<D: Device> Shared<D> {
         for (&xid, slot) in st.calls.iter_mut() {
             if slot.sent.as_ref().is_some_and(|s| s.gen == conn.gen) {
                 let sent = slot.sent.take().expect("checked");
-                for r in sent.regions {
-                    let buf = r.mr.deregister();
-                    if let (RegionSource::ReplyWriteChunk { chunk }, Some(b)) = (r.source, buf) {
-                        if let (Some(slotbuf), Ok(b)) =
-                            (slot.bufs.get_mut(chunk), b.try_into_bytes_mut())
-                        {
-                            *slotbuf = b;
-                        }
-                    }
-                }
+                // The result buffers go back whole: a buffer registered
+                // segment by segment comes back in pieces, joined again
+                // (review 10, R10-6: only the last piece was kept, so the
+                // retransmission offered no Write chunk).
+                let mut back = Vec::new();
+                release_regions(sent.regions, &mut back);
+                restore(&mut slot.bufs, back);
                 if slot.tx.is_none() {
                     dead.push(xid);
                 } else {

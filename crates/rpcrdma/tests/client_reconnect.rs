@@ -6,8 +6,18 @@
 //! and then never sent: it waited for its timeout. A wrapper device makes
 //! one `alloc_mr` slow (as a large registration or a preempted thread
 //! would) to open that window deterministically.
+//!
+//! R10-6: a retransmitted call keeps the caller's result buffer whole.
 
 mod common;
+
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use oncrpc::{Call, Dispatcher, Payload, ProcError, Service};
+use rdmatest::RdmatestServer;
+use rpcrdma::{Bindings, RdmaClient, RdmaServer};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -114,4 +124,99 @@ async fn call_prepared_across_a_reconnect_is_sent_on_the_new_connection() {
     let p = r.unwrap_or_else(|e| panic!("call failed after {took:?}: {e}"));
     common::check_get(&p, 64 << 10, 7);
     assert!(c.stats().reconnects.load(Ordering::Relaxed) >= 1);
+}
+
+/// A GET that takes 200 ms at the server (time to cut the connection).
+struct SlowGet(Arc<RdmatestServer>);
+
+impl Service for SlowGet {
+    fn program(&self) -> u32 {
+        rdmatest::PROGRAM
+    }
+    fn versions(&self) -> RangeInclusive<u32> {
+        1..=1
+    }
+    fn handle(
+        &self,
+        call: Call,
+    ) -> impl std::future::Future<Output = Result<Payload, ProcError>> + Send {
+        let inner = self.0.clone();
+        async move {
+            if call.procedure == rdmatest::proto::PROC_GET {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            inner.handle(call).await
+        }
+    }
+}
+
+async fn run(disconnect: bool) -> bool {
+    let fabric = Fabric::new();
+    let disp = Dispatcher::builder()
+        .service(SlowGet(Arc::new(RdmatestServer::default())))
+        .build();
+    let srv = RdmaServer::bind(
+        fabric.clone(),
+        "127.0.0.1:0".parse().unwrap(),
+        disp,
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    let c = RdmaClient::connect(
+        fabric,
+        srv.local_addr(),
+        RdmaConfig::default(),
+        Bindings::rdmatest(),
+    )
+    .await
+    .unwrap();
+    common::typed(&c).null().await.unwrap();
+    const LEN: u32 = 3 << 20; // three 1 MiB segments
+    let buf = BytesMut::with_capacity(LEN as usize);
+    let base = buf.as_ptr() as usize;
+    let mut a = Payload::builder();
+    a.item(&rdmatest::GetArgs {
+        length: LEN,
+        seed: 5,
+    });
+    let req = oncrpc::Request::new(
+        rdmatest::PROGRAM,
+        rdmatest::VERSION,
+        rdmatest::proto::PROC_GET,
+        a.finish(),
+    )
+    .with_result_buf(buf);
+    let c2 = c.clone();
+    let h = tokio::spawn(async move { c2.call_with_report(req).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    if disconnect {
+        c.disconnect_for_test();
+    }
+    let (p, r) = h.await.unwrap().unwrap();
+    common::check_get(&p, LEN, 5);
+    let inside = match p.pieces().iter().find(|x| x.is_ddp()) {
+        Some(d) => {
+            let at = d.bytes().as_ptr() as usize;
+            at >= base && at < base + LEN as usize
+        }
+        None => false,
+    };
+    assert_eq!(r.retransmits, u32::from(disconnect), "{r}");
+    inside
+}
+
+/// R10-6: a GET into the caller's buffer, registered in three segments,
+/// is retransmitted after a connection loss; the result must still be
+/// placed in the caller's buffer (only the last segment's piece was kept,
+/// so the retransmission offered no Write chunk and got a Long Reply in a
+/// fresh allocation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retransmitted_get_keeps_the_callers_buffer() {
+    assert!(run(false).await, "control: no reconnect, zero copy");
+    assert!(
+        run(true).await,
+        "after a retransmission the result is not in the caller's buffer"
+    );
 }

@@ -88,6 +88,22 @@ pub struct RdmaConfig {
     /// more than this (or than the per-connection limit) is answered
     /// ERR_CHUNK. A quarter of it at most is kept as pooled sinks for reuse.
     pub max_read_bytes: usize,
+    /// Responder: longest time a call with Read chunks waits for room in
+    /// the server-wide read budget ([`max_read_bytes`](Self::max_read_bytes));
+    /// then it is answered RDMA_ERROR/ERR_CHUNK (RFC 8166 §4.5.2: the
+    /// Responder cannot pull the call's chunks) and its connection stays
+    /// open. Other connections' slow but progressing Reads are never cut
+    /// (see [`read_timeout`](Self::read_timeout)), so without this bound a
+    /// few peers that trickle their Read Responses could hold the whole
+    /// budget and make every other client's Read-chunk call wait until it
+    /// times out (review 10, R10-4). Waits for the connection's own budget
+    /// ([`max_read_bytes_per_connection`](Self::max_read_bytes_per_connection))
+    /// are not bounded: only the connection's own calls are ahead there.
+    /// Default 5 s: well inside the default 30 s
+    /// [`call_timeout`](Self::call_timeout), so the requester gets a typed
+    /// error rather than a timeout, and long enough for the default 1 GiB
+    /// budget to turn over under legitimate load at 205 MiB/s or more.
+    pub read_budget_wait: Duration,
     /// Responder: how long [`RdmaServer::shutdown`](crate::RdmaServer::shutdown)
     /// waits for in-flight calls before closing (default 5 s).
     pub shutdown_grace: Duration,
@@ -138,6 +154,7 @@ impl Default for RdmaConfig {
             connect_timeout: Duration::from_secs(5),
             max_read_bytes_per_connection: 256 << 20,
             max_read_bytes: 1 << 30,
+            read_budget_wait: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
             read_timeout: Duration::from_secs(15),

@@ -73,6 +73,10 @@ pub struct ServerStats {
     /// made no progress for [`RdmaConfig::read_timeout`] (the connection
     /// is then closed; several calls of one connection may each count).
     pub read_timeouts: AtomicU64,
+    /// Calls answered ERR_CHUNK because the server-wide read budget had no
+    /// room for them within [`RdmaConfig::read_budget_wait`] (their
+    /// connections stay open).
+    pub read_budget_timeouts: AtomicU64,
     /// Calls whose handling panicked (their connections were closed).
     pub call_panics: AtomicU64,
     /// Replies sent with Send with Invalidate.
@@ -136,10 +140,29 @@ struct SConn<D: Device> {
 }
 
 /// An RPC-over-RDMA server (the Responder). Cheap to clone.
+///
+/// Dropping the last handle (the last clone) without
+/// [`shutdown`](Self::shutdown) starts the same shutdown without waiting
+/// for it, like dropping a `tokio::net::TcpListener`: the server stops
+/// accepting at once, lets in-flight calls finish within
+/// [`RdmaConfig::shutdown_grace`], then closes every connection (review 10,
+/// R10-8). The server's own tasks do not count as handles.
 pub struct RdmaServer<D: Device> {
     shared: Arc<SrvShared<D>>,
     local_addr: SocketAddr,
     accept: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// Shared by the handles only: the last one dropped stops the server.
+    _handle: Arc<StopOnDrop>,
+}
+
+/// Raises the shutdown flag when dropped (see [`RdmaServer`]).
+struct StopOnDrop(watch::Sender<bool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        // Never blocks; the accept loop and the connections see the flag.
+        self.0.send_replace(true);
+    }
 }
 
 impl<D: Device> Clone for RdmaServer<D> {
@@ -148,6 +171,7 @@ impl<D: Device> Clone for RdmaServer<D> {
             shared: self.shared.clone(),
             local_addr: self.local_addr,
             accept: self.accept.clone(),
+            _handle: self._handle.clone(),
         }
     }
 }
@@ -193,10 +217,12 @@ impl<D: Device> RdmaServer<D> {
         let sh = shared.clone();
         let accept = tokio::spawn(async move { sh.accept_loop(listener).await });
         tracing::info!(%local_addr, "rpcrdma server listening");
+        let handle = Arc::new(StopOnDrop(shared.shutdown.clone()));
         Ok(RdmaServer {
             shared,
             local_addr,
             accept: Arc::new(Mutex::new(Some(accept))),
+            _handle: handle,
         })
     }
 
@@ -219,7 +245,7 @@ impl<D: Device> RdmaServer<D> {
     /// [`RdmaConfig::shutdown_grace`]), then close every connection and wait
     /// for the connection tasks to end.
     pub async fn shutdown(&self) {
-        let _ = self.shared.shutdown.send(true);
+        self.shared.shutdown.send_replace(true);
         let accept = lock(&self.accept).take();
         if let Some(a) = accept {
             let _ = a.await;
@@ -865,12 +891,25 @@ impl<D: Device> SConn<D> {
                 .acquire_many_owned(need as u32)
                 .await
                 .map_err(|_| TransportError::ConnectionLost)?;
-            let server = srv
-                .read_budget
-                .clone()
-                .acquire_many_owned(need as u32)
-                .await
-                .map_err(|_| TransportError::ConnectionLost)?;
+            // Other connections hold the server-wide budget, possibly for
+            // long (slow but progressing Reads are not cut): wait a bounded
+            // time, then answer ERR_CHUNK (review 10, R10-4).
+            let wait = srv.config.read_budget_wait;
+            let acquire = srv.read_budget.clone().acquire_many_owned(need as u32);
+            let server = match tokio::time::timeout(wait, acquire).await {
+                Ok(r) => r.map_err(|_| TransportError::ConnectionLost)?,
+                Err(_) => {
+                    stats.read_budget_timeouts.fetch_add(1, Relaxed);
+                    tracing::debug!(
+                        peer = %self.peer,
+                        xid = call.header.xid,
+                        "no room in the server-wide read budget within {wait:?}: ERR_CHUNK"
+                    );
+                    stats.counters.add_action(Action::ReplyErrChunk);
+                    self.send_err_chunk(call.header.xid, grant, slot);
+                    return Ok(None);
+                }
+            };
             Some((conn, server))
         } else {
             None

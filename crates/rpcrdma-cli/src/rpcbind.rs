@@ -140,30 +140,46 @@ impl Rpcbind {
     }
 }
 
-/// Mappings registered with the local rpcbind; [`unregister`](Self::unregister)
-/// removes them again.
+/// How long [`Registered::unregister`] may take in all (connecting and
+/// every UNSET): a hung rpcbind must not hold up a shutdown.
+pub const UNREGISTER_LIMIT: Duration = Duration::from_secs(2);
+
+/// Mappings registered with an rpcbind; [`unregister`](Self::unregister)
+/// removes exactly these again.
+///
+/// rpcbind holds one address per (program, version, netid) (RFC 1833 §2.2:
+/// SET fails for a registered triple, UNSET removes the triple), so of
+/// several mappings with one triple only the first is registered; the
+/// others are reported by [`skipped`](Self::skipped).
 #[derive(Debug)]
 pub struct Registered {
     server: String,
     mappings: Vec<Mapping>,
+    skipped: Vec<Mapping>,
 }
 
 impl Registered {
-    /// Registers every mapping with the rpcbind at `server`. A stale
-    /// mapping of the same program, version and netid (e.g. left by a
-    /// killed server) is removed first, as servers conventionally do.
+    /// Registers the first mapping of each (program, version, netid) with
+    /// the rpcbind at `server`; the later ones of a triple are kept in
+    /// [`skipped`](Self::skipped), never sent. A stale mapping of a
+    /// triple (e.g. left by a killed server) is removed before its SET, as
+    /// servers conventionally do; a triple is never UNSET after this call
+    /// SET it. If a SET is refused, what was registered is removed again
+    /// (within [`UNREGISTER_LIMIT`]) and an error returned.
     pub async fn register(server: &str, mappings: Vec<Mapping>) -> anyhow::Result<Self> {
+        let (first, skipped) = first_of_each_triple(mappings);
         let rpcbind = Rpcbind::connect(server).await?;
         let mut done = Registered {
             server: server.to_string(),
             mappings: Vec::new(),
+            skipped,
         };
-        for m in mappings {
+        for m in first {
             if rpcbind.unset(&m).await? {
                 tracing::info!(netid = %m.netid, "removed a stale rpcbind mapping");
             }
             if !rpcbind.set(&m).await? {
-                let _ = done.unregister().await;
+                let _ = done.unregister(UNREGISTER_LIMIT).await;
                 anyhow::bail!(
                     "rpcbind refused to register program {} version {} netid {} at {}",
                     m.prog,
@@ -182,27 +198,78 @@ impl Registered {
         &self.mappings
     }
 
-    /// Removes every registered mapping (over a new connection: rpcbind
-    /// may have closed an idle one).
-    pub async fn unregister(&mut self) -> anyhow::Result<()> {
-        if self.mappings.is_empty() {
+    /// The mappings not registered because an earlier one had the same
+    /// program, version and netid.
+    pub fn skipped(&self) -> &[Mapping] {
+        &self.skipped
+    }
+
+    /// Removes every registered mapping, over a new connection (rpcbind may
+    /// have closed an idle one), with the UNSETs sent concurrently and the
+    /// whole of it (connect included) bounded by `limit`. The mappings are
+    /// forgotten either way: a second call does nothing.
+    pub async fn unregister(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let mappings = std::mem::take(&mut self.mappings);
+        if mappings.is_empty() {
             return Ok(());
         }
-        let rpcbind = Rpcbind::connect(&self.server).await?;
-        let mut first_error = None;
-        for m in std::mem::take(&mut self.mappings) {
+        let count = mappings.len();
+        let server = self.server.clone();
+        match tokio::time::timeout(limit, unset_all(server, mappings)).await {
+            Ok(result) => result,
+            Err(_) => anyhow::bail!(
+                "rpcbind at {} did not answer within {limit:?}; {count} mapping(s) may remain",
+                self.server
+            ),
+        }
+    }
+}
+
+/// Splits `mappings` into the first of each (program, version, netid),
+/// in order, and the rest.
+fn first_of_each_triple(mappings: Vec<Mapping>) -> (Vec<Mapping>, Vec<Mapping>) {
+    let mut first: Vec<Mapping> = Vec::new();
+    let mut rest = Vec::new();
+    for m in mappings {
+        let taken = first
+            .iter()
+            .any(|f| f.prog == m.prog && f.vers == m.vers && f.netid == m.netid);
+        if taken {
+            rest.push(m);
+        } else {
+            first.push(m);
+        }
+    }
+    (first, rest)
+}
+
+/// UNSETs every mapping at `server`, all calls in flight at once; the first
+/// error is returned after every answer has come.
+async fn unset_all(server: String, mappings: Vec<Mapping>) -> anyhow::Result<()> {
+    let rpcbind = std::sync::Arc::new(Rpcbind::connect(&server).await?);
+    let mut calls = tokio::task::JoinSet::new();
+    for m in mappings {
+        let rpcbind = rpcbind.clone();
+        calls.spawn(async move {
             match rpcbind.unset(&m).await {
-                Ok(true) => {}
-                Ok(false) => tracing::warn!(netid = %m.netid, "rpcbind had no such mapping"),
-                Err(e) => {
-                    first_error.get_or_insert(e);
+                Ok(true) => Ok(()),
+                Ok(false) => {
+                    tracing::warn!(netid = %m.netid, "rpcbind had no such mapping");
+                    Ok(())
                 }
+                Err(e) => Err(e),
             }
+        });
+    }
+    let mut first_error = None;
+    while let Some(joined) = calls.join_next().await {
+        if let Err(e) = joined.map_err(anyhow::Error::from).and_then(|r| r) {
+            first_error.get_or_insert(e);
         }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
@@ -229,6 +296,27 @@ mod tests {
         assert_eq!(m.netid, "rdma");
         let m = Mapping::new(1, 2, "tcp", "[::1]:1".parse().unwrap());
         assert_eq!(m.netid, "tcp6");
+    }
+
+    #[test]
+    fn one_mapping_per_program_version_and_netid() {
+        let m = |vers, transport, port| {
+            Mapping::new(7, vers, transport, SocketAddr::from(([127, 0, 0, 1], port)))
+        };
+        let v6 = Mapping::new(7, 1, "rdma", "[::1]:5".parse().unwrap());
+        let (first, rest) = first_of_each_triple(vec![
+            m(1, "rdma", 1),
+            m(1, "rdma", 2),
+            m(1, "tcp", 3),
+            m(2, "rdma", 4),
+            v6.clone(),
+            m(1, "tcp", 6),
+        ]);
+        assert_eq!(
+            first,
+            [m(1, "rdma", 1), m(1, "tcp", 3), m(2, "rdma", 4), v6]
+        );
+        assert_eq!(rest, [m(1, "rdma", 2), m(1, "tcp", 6)]);
     }
 
     #[test]

@@ -8,10 +8,15 @@
 //! announced on stdout in ONE line, flushed:
 //! `rpcrdma: listening on rdma 127.0.0.1:20049 and tcp 127.0.0.1:20050 (...)`.
 //!
-//! On SIGINT/SIGTERM every server stops accepting, lets in-flight calls
-//! finish (RDMA: up to the transport's shutdown grace, 5 s), closes its
-//! connections; then the rpcbind mappings (if `--rpcbind`) are removed and
-//! the process exits 0.
+//! On SIGINT/SIGTERM every server stops accepting at once and lets its
+//! in-flight calls finish (RDMA: up to the transport's shutdown grace, 5 s),
+//! then closes its connections. Meanwhile the rpcbind mappings (if
+//! `--rpcbind`) are removed, within [`UNREGISTER_LIMIT`] in all, so a hung
+//! rpcbind cannot hold the exit up. Then the process exits 0.
+//!
+//! rpcbind holds one address per (program, version, netid): with several
+//! listeners of one netid (two `--listen` on IPv4, say), only the first is
+//! registered, and the ready line names the ones left out.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -25,7 +30,7 @@ use rdmatest::RdmatestServer;
 use tokio::task::JoinHandle;
 
 use crate::rdma_opts::RdmaArgs;
-use crate::rpcbind::{Mapping, Registered, LOCAL_RPCBIND};
+use crate::rpcbind::{Mapping, Registered, LOCAL_RPCBIND, UNREGISTER_LIMIT};
 use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 
 /// Arguments of `rpcrdma serve`. Each listener option names one transport;
@@ -65,9 +70,14 @@ pub struct ServeArgs {
 
     /// Register the listeners with the local rpcbind (127.0.0.1:111) under
     /// netids `rdma` and `tcp` (`rdma6`/`tcp6` for IPv6), and remove them on
-    /// exit.
+    /// exit. rpcbind holds one address per netid: of several listeners of
+    /// one netid only the first is registered (the ready line says so).
     #[arg(long)]
     rpcbind: bool,
+
+    /// The rpcbind `--rpcbind` registers with (ONC RPC over TCP).
+    #[arg(long, value_name = "HOST:PORT", default_value = LOCAL_RPCBIND, requires = "rpcbind")]
+    rpcbind_server: String,
 
     #[command(flatten)]
     rdma: RdmaArgs,
@@ -115,11 +125,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .iter()
             .map(|s| Mapping::new(rdmatest::PROGRAM, rdmatest::VERSION, s.transport, s.addr))
             .collect();
-        match Registered::register(LOCAL_RPCBIND, mappings).await {
+        match Registered::register(&args.rpcbind_server, mappings).await {
             Ok(r) => registered = Some(r),
             Err(e) => {
                 stop_all(&running);
-                return Err(e.context("--rpcbind: cannot register with the local rpcbind"));
+                return Err(e.context("--rpcbind: cannot register with rpcbind"));
             }
         }
     }
@@ -132,24 +142,43 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "; registered with rpcbind as {}",
             netids.join(", ")
         ));
+        if !r.skipped().is_empty() {
+            let first: Vec<String> = r
+                .mappings()
+                .iter()
+                .map(|m| format!("{} {}", m.netid, listener_of(&running, m)))
+                .collect();
+            let left_out: Vec<String> = r
+                .skipped()
+                .iter()
+                .map(|m| format!("{} {}", m.netid, listener_of(&running, m)))
+                .collect();
+            line.push_str(&format!(
+                " (first listener of each netid: {}); not registered: {} \
+                 (rpcbind holds one address per netid)",
+                first.join(", "),
+                left_out.join(", ")
+            ));
+        }
     }
     line.push(')');
     announce(&line)?;
 
     let signal = stop.recv().await;
     eprintln!("rpcrdma: {signal}: shutting down");
-    // Stop advertising first, then stop serving. A failure to unregister
-    // (e.g. rpcbind stopped before us) is reported but does not make the
-    // clean shutdown fail.
+    // Stop accepting at once; the servers drain their calls while the
+    // mappings are removed (bounded: a hung rpcbind must not delay the
+    // exit). A failure to unregister (e.g. rpcbind stopped before us) is
+    // reported but does not make the clean shutdown fail.
+    stop_all(&running);
     if let Some(mut r) = registered {
-        if let Err(e) = r.unregister().await {
+        if let Err(e) = r.unregister(UNREGISTER_LIMIT).await {
             eprintln!(
                 "rpcrdma: warning: cannot unregister from rpcbind: {}",
                 crate::report::error_chain(&e)
             );
         }
     }
-    stop_all(&running);
     let mut result = Ok(());
     for server in running {
         let outcome = server
@@ -162,6 +191,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     result
+}
+
+/// The bound address of the listener `m` was made for (its universal
+/// address if none matches, which cannot happen).
+fn listener_of(running: &[Running], m: &Mapping) -> String {
+    running
+        .iter()
+        .find(|s| crate::rpcbind::universal_address(s.addr) == m.uaddr)
+        .map(|s| s.addr.to_string())
+        .unwrap_or_else(|| m.uaddr.clone())
 }
 
 /// Asks every server to stop.

@@ -19,6 +19,9 @@ use common::{call_ok, Server};
 
 const PROG: &str = "536891972";
 
+/// The tests share one rpcbind and one program number: one at a time.
+static RPCBIND: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn local_rpcbind_listening() -> bool {
     let addr: SocketAddr = "127.0.0.1:111".parse().unwrap();
     TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
@@ -115,6 +118,7 @@ fn our_lines(dump: &str) -> Vec<String> {
 
 #[test]
 fn serve_registers_with_rpcbind_and_unregisters_on_sigterm() {
+    let _one = RPCBIND.lock().unwrap_or_else(|e| e.into_inner());
     let _own = match ensure_rpcbind() {
         Ok(own) => own,
         Err(why) => return unavailable(&why),
@@ -168,6 +172,70 @@ fn serve_registers_with_rpcbind_and_unregisters_on_sigterm() {
         .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
         .unwrap();
     call_ok(&format!("tcp://127.0.0.1:{port}"), &["null"]);
+
+    assert_eq!(server.stop("TERM").code(), Some(0));
+    let left = our_lines(&rpcinfo(&[]));
+    assert!(left.is_empty(), "still registered after SIGTERM: {left:?}");
+}
+
+/// Review 10, R10-9: two RDMA listeners (one netid) and one TCP listener.
+/// rpcbind holds one address per netid, so the ready line says the first
+/// RDMA listener is registered and the second is not, `rpcinfo` agrees
+/// (one `rdma` entry, the first listener's), and SIGTERM removes both
+/// mappings.
+#[test]
+fn two_listeners_of_one_netid_agree_with_rpcinfo() {
+    let _one = RPCBIND.lock().unwrap_or_else(|e| e.into_inner());
+    let _own = match ensure_rpcbind() {
+        Ok(own) => own,
+        Err(why) => return unavailable(&why),
+    };
+    if find("rpcinfo").is_none() {
+        return unavailable("no rpcinfo binary");
+    }
+    let _ = Command::new(find("rpcinfo").unwrap())
+        .args(["-d", PROG, "1"])
+        .output();
+
+    let server = Server::serve(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--listen",
+        "127.0.0.1:0",
+        "--tcp-listen",
+        "127.0.0.1:0",
+        "--rpcbind",
+    ]);
+    let head = server.line.split('(').next().unwrap().to_string();
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let rdma: Vec<SocketAddr> = words
+        .windows(2)
+        .filter(|w| w[0] == "rdma")
+        .filter_map(|w| w[1].parse().ok())
+        .collect();
+    assert_eq!(rdma.len(), 2, "{}", server.line);
+    let tcp = server.tcp.unwrap();
+    assert!(
+        server.line.contains(&format!(
+            "first listener of each netid: rdma {}, tcp {tcp}); not registered: rdma {}",
+            rdma[0], rdma[1]
+        )),
+        "{}",
+        server.line
+    );
+
+    let lines = our_lines(&rpcinfo(&[]));
+    let entries = |netid: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w.len() >= 4 && w[1] == "1" && w[2] == netid).then(|| w[3].to_string())
+            })
+            .collect()
+    };
+    assert_eq!(entries("rdma"), [uaddr(rdma[0])], "{lines:?}");
+    assert_eq!(entries("tcp"), [uaddr(tcp)], "{lines:?}");
 
     assert_eq!(server.stop("TERM").code(), Some(0));
     let left = our_lines(&rpcinfo(&[]));

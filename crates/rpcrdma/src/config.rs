@@ -119,6 +119,18 @@ pub struct RdmaConfig {
     /// [`call_timeout`](Self::call_timeout), so that a call queued behind a
     /// stalled connection's Reads still completes in time.
     pub read_timeout: Duration,
+    /// Responder: a connection on which no message has arrived and no call
+    /// has been in process for this long is closed, alone (`None`: never).
+    /// A requester that vanished without closing (a host that crashed or
+    /// rebooted, a NAT or firewall that dropped its state) otherwise keeps
+    /// its connection, its [`max_connections`](Self::max_connections) slot,
+    /// its posted receives and its queue pair for as long as the server
+    /// runs (review 10, R10-5). A live requester loses nothing: its next
+    /// call reconnects and is sent on the new connection. The connection is
+    /// closed between this and 1.25 times this after its last activity.
+    /// Default 300 s, like the RPC-over-TCP server's idle timeout
+    /// (`oncrpc-tcp` `ServerConfig::idle_timeout`).
+    pub idle_timeout: Option<Duration>,
     /// Requester: bytes of registered buffers that calls given up (timed
     /// out, or their futures dropped) may keep while their replies are
     /// outstanding; beyond it the connection is treated as failed (a major
@@ -158,6 +170,7 @@ impl Default for RdmaConfig {
             shutdown_grace: Duration::from_secs(5),
             max_connections: 1024,
             read_timeout: Duration::from_secs(15),
+            idle_timeout: Some(Duration::from_secs(300)),
             max_abandoned_bytes: 256 << 20,
         }
     }

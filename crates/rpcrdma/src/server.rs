@@ -77,6 +77,9 @@ pub struct ServerStats {
     /// room for them within [`RdmaConfig::read_budget_wait`] (their
     /// connections stay open).
     pub read_budget_timeouts: AtomicU64,
+    /// Connections closed because they were idle for
+    /// [`RdmaConfig::idle_timeout`].
+    pub idle_closes: AtomicU64,
     /// Calls whose handling panicked (their connections were closed).
     pub call_panics: AtomicU64,
     /// Replies sent with Send with Invalidate.
@@ -128,6 +131,9 @@ struct SConn<D: Device> {
     read_budget_units: u64,
     credits: Mutex<ResponderCredits>,
     in_process: AtomicU32,
+    /// Messages received on this connection (see
+    /// [`RdmaConfig::idle_timeout`]).
+    received: AtomicU64,
     posted: u32,
     srv: Arc<SrvShared<D>>,
     peer: SocketAddr,
@@ -331,7 +337,7 @@ impl<D: Device> SrvShared<D> {
         self.stats.connections_accepted.fetch_add(1, Relaxed);
         tracing::debug!(%peer, neg = ?conn.neg, "rpcrdma connection accepted");
         let c2 = conn.clone();
-        let stop = {
+        let shutdown = {
             let c = conn.clone();
             let rx = self.shutdown.subscribe();
             async move {
@@ -341,6 +347,13 @@ impl<D: Device> SrvShared<D> {
                 while c.in_process.load(Relaxed) > 0 && Instant::now() < deadline {
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                 }
+            }
+        };
+        let idle = conn.clone().idle();
+        let stop = async move {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = idle => {}
             }
         };
         let calls = CallBatch {
@@ -390,6 +403,7 @@ impl<D: Device> SrvShared<D> {
             read_budget_units: units,
             credits: Mutex::new(ResponderCredits::new(grant, grant)),
             in_process: AtomicU32::new(0),
+            received: AtomicU64::new(0),
             posted: grant,
             srv: self.clone(),
             peer,
@@ -501,6 +515,32 @@ struct PendingRead<M> {
 }
 
 impl<D: Device> SConn<D> {
+    /// Ends when the connection has been idle (no message received, no
+    /// call in process) for [`RdmaConfig::idle_timeout`]; never when that
+    /// is `None`. One timer per connection, a quarter of the timeout long,
+    /// and a counter bumped per receive: nothing per call (review 10,
+    /// R10-5).
+    async fn idle(self: Arc<Self>) {
+        let Some(limit) = self.srv.config.idle_timeout else {
+            return std::future::pending().await;
+        };
+        let period = (limit / 4).max(std::time::Duration::from_millis(1));
+        let mut seen = self.received.load(Relaxed);
+        let mut idle_since = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(period).await;
+            let now_seen = self.received.load(Relaxed);
+            if now_seen != seen || self.in_process.load(Relaxed) > 0 {
+                seen = now_seen;
+                idle_since = tokio::time::Instant::now();
+            } else if idle_since.elapsed() >= limit {
+                self.srv.stats.idle_closes.fetch_add(1, Relaxed);
+                tracing::debug!(peer = %self.peer, "connection idle for {limit:?}; closing");
+                return;
+            }
+        }
+    }
+
     fn grant(&self) -> u32 {
         lock(&self.credits).grant()
     }
@@ -508,6 +548,7 @@ impl<D: Device> SConn<D> {
     /// A receive completed: admit the call under the credit rule (in
     /// arrival order, here in the completion loop) and return it to run.
     fn on_recv(self: &Arc<Self>, wc: rdma_verbs::WorkCompletion) -> Option<CatchPanic<D>> {
+        self.received.fetch_add(1, Relaxed);
         let msg = self.ep.complete_recv(&wc)?;
         let admitted = {
             let mut c = lock(&self.credits);

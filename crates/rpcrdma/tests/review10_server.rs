@@ -188,3 +188,125 @@ async fn dropping_the_last_server_handle_stops_the_server() {
     };
     assert!(r.is_err() && !served, "a dropped server still accepts");
 }
+
+/// A TCP proxy that can go silent: once `silent` is set, the bytes of the
+/// connections it already carries are dropped both ways, and their closes
+/// are not passed on (the sockets stay open), like a NAT or firewall that
+/// lost its state or a client host that vanished.
+async fn silencing_proxy(
+    target: std::net::SocketAddr,
+    silent: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((a, _)) = l.accept().await else { return };
+            let Ok(b) = TcpStream::connect(target).await else {
+                continue;
+            };
+            let (ar, aw) = a.into_split();
+            let (br, bw) = b.into_split();
+            for (mut r, mut w) in [(ar, bw), (br, aw)] {
+                let s = silent.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let k = match r.read(&mut buf).await {
+                            Ok(0) | Err(_) if s.load(Relaxed) => {
+                                let _hold = w;
+                                std::future::pending::<()>().await;
+                                return;
+                            }
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => k,
+                        };
+                        if s.load(Relaxed) {
+                            continue;
+                        }
+                        if w.write_all(&buf[..k]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    addr
+}
+
+/// R10-5. A client that vanished silently (its close never reaches the
+/// server) loses its server connection after `idle_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vanished_client_connection_is_closed_when_idle() {
+    let scfg = RdmaConfig {
+        idle_timeout: Some(Duration::from_millis(300)),
+        ..Default::default()
+    };
+    let srv = common::server(iwarp::Device::default(), scfg).await;
+    let silent = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addr = silencing_proxy(srv.local_addr(), silent.clone()).await;
+    let cfg = RdmaConfig {
+        reconnect: common::no_reconnect(),
+        ..Default::default()
+    };
+    let c = common::client(iwarp::Device::default(), addr, cfg).await;
+    common::typed(&c).null().await.unwrap();
+    assert_eq!(srv.connections(), 1);
+    silent.store(true, Relaxed);
+    c.close();
+    drop(c);
+    assert!(
+        eventually(|| srv.connections() == 0).await,
+        "a vanished client's connection is kept"
+    );
+    assert_eq!(srv.stats().idle_closes.load(Relaxed), 1);
+    srv.shutdown().await;
+}
+
+/// R10-5. Over memfabric: a call in process longer than `idle_timeout`
+/// keeps its connection; an idle connection is closed; the client's next
+/// call reconnects and succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_close_spares_calls_in_process_and_later_calls_reconnect() {
+    let fabric = rpcrdma::memfabric::Fabric::new();
+    let scfg = RdmaConfig {
+        idle_timeout: Some(Duration::from_millis(200)),
+        ..Default::default()
+    };
+    let srv = common::server(fabric.clone(), scfg).await;
+    let c = common::client(fabric.clone(), srv.local_addr(), RdmaConfig::default()).await;
+    let t = common::typed(&c);
+    t.null().await.unwrap();
+    // A call in process for 3 idle timeouts: not idle.
+    t.sleep(600).await.unwrap();
+    assert_eq!(srv.stats().idle_closes.load(Relaxed), 0);
+    assert_eq!(c.stats().reconnects.load(Relaxed), 0);
+    // Nothing to do: the server closes the connection.
+    assert!(
+        eventually(|| srv.stats().idle_closes.load(Relaxed) >= 1).await,
+        "an idle connection was not closed"
+    );
+    // The client calls again: it reconnects and the call succeeds.
+    t.null().await.unwrap();
+    t.put(rdmatest::pattern::pattern(3, 1 << 20)).await.unwrap();
+    assert!(c.stats().reconnects.load(Relaxed) >= 1);
+    // Idle timeout off: an idle connection is kept.
+    let srv2 = common::server(
+        fabric.clone(),
+        RdmaConfig {
+            idle_timeout: None,
+            ..Default::default()
+        },
+    )
+    .await;
+    let c2 = common::client(fabric.clone(), srv2.local_addr(), RdmaConfig::default()).await;
+    common::typed(&c2).null().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(srv2.connections(), 1);
+    assert_eq!(srv2.stats().idle_closes.load(Relaxed), 0);
+    c.close();
+    c2.close();
+    srv.shutdown().await;
+    srv2.shutdown().await;
+}

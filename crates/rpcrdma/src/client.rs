@@ -28,8 +28,9 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use oncrpc::{decode_reply, Channel, Payload, PayloadBuilder, Piece, Request, RpcError};
@@ -75,6 +76,9 @@ pub struct ClientStats {
     pub reconnects: AtomicU64,
     /// Calls that timed out.
     pub timeouts: AtomicU64,
+    /// Connections given up as silent: a call and then a NULL probe timed
+    /// out with nothing received on the connection.
+    pub silent_disconnects: AtomicU64,
     /// Calls completed (successfully or with an RPC-level error).
     pub completed: AtomicU64,
 }
@@ -84,6 +88,13 @@ struct Conn<D: Device> {
     ep: Endpoint<D>,
     gen: u64,
     neg: Negotiated,
+    /// Messages received on this connection: a connection that never
+    /// carried one counts as a failed reconnect attempt (review 10, R10-2),
+    /// and a call that times out with none received since it was sent
+    /// finds the connection silent (R10-3).
+    recvs: AtomicU64,
+    /// A NULL probe of this connection is in flight (see `Shared::probe`).
+    probing: AtomicBool,
 }
 
 struct Reg<D: Device> {
@@ -97,6 +108,9 @@ struct Sent<D: Device> {
     offered: OfferedChunks,
     regions: Vec<Reg<D>>,
     report: CallReport,
+    /// When it was sent, and [`Conn::recvs`] then.
+    at: Instant,
+    recvs: u64,
 }
 
 struct Slot<D: Device> {
@@ -120,6 +134,11 @@ struct State<D: Device> {
     queue: VecDeque<u32>,
     /// By xid (ours: a peer's reply only looks one up).
     calls: IdMap<u32, Slot<D>>,
+    /// Connections in a row that ended without carrying a message, plus
+    /// failed connection attempts since: where the reconnect backoff goes
+    /// on from (review 10, R10-2: a peer that accepts and closes at once
+    /// must not get a reconnect, and a retransmission, every 10 ms).
+    barren: u32,
 }
 
 struct Shared<D: Device> {
@@ -208,6 +227,7 @@ impl<D: Device> RdmaClient<D> {
                 credits: RequesterCredits::new(config.effective_credits()),
                 queue: VecDeque::new(),
                 calls: IdMap::default(),
+                barren: 0,
             }),
             config,
             bindings,
@@ -231,68 +251,8 @@ impl<D: Device> RdmaClient<D> {
     /// largest accepted) and come back as `Ddp` pieces that are slices of
     /// those buffers. No result buffers: the results come inline (an empty
     /// Write list) or in the Reply chunk.
-    pub async fn call_with_report(&self, mut req: Request) -> CallResult {
-        let sh = &self.shared;
-        let timeout = req.timeout.unwrap_or(sh.config.call_timeout);
-        let bufs = std::mem::take(&mut req.result_bufs);
-        let (tx, rx) = oneshot::channel();
-        let xid = {
-            let mut st = lock(&sh.state);
-            if st.closed {
-                return Err(TransportError::Closed.into_rpc());
-            }
-            let xid = loop {
-                let x = sh.next_xid.fetch_add(1, Relaxed);
-                if !st.calls.contains_key(&x) {
-                    break x;
-                }
-            };
-            st.calls.insert(
-                xid,
-                Slot {
-                    req,
-                    bufs,
-                    tx: Some(tx),
-                    sent: None,
-                    in_transit: false,
-                    retransmits: 0,
-                },
-            );
-            st.queue.push_back(xid);
-            if st.conn.is_none() {
-                sh.start_reconnect(&mut st);
-            }
-            xid
-        };
-        // A caller that drops this future (select!, task abort) gives the
-        // call up like a timeout does (review F10).
-        let mut forget = ForgetOnDrop {
-            shared: sh,
-            xid: Some(xid),
-        };
-        sh.pump();
-        tokio::pin!(rx);
-        match tokio::time::timeout(timeout, &mut rx).await {
-            Ok(Ok(r)) => {
-                forget.xid = None;
-                r
-            }
-            Ok(Err(_)) => {
-                forget.xid = None;
-                Err(TransportError::ConnectionLost.into_rpc())
-            }
-            Err(_) => {
-                forget.xid = None;
-                sh.abandon(xid);
-                match rx.try_recv() {
-                    Ok(r) => r,
-                    Err(_) => {
-                        sh.stats.timeouts.fetch_add(1, Relaxed);
-                        Err(RpcError::Timeout)
-                    }
-                }
-            }
-        }
+    pub async fn call_with_report(&self, req: Request) -> CallResult {
+        self.shared.call(req).await
     }
 
     /// Requester statistics.
@@ -385,7 +345,13 @@ impl<D: Device> Conn<D> {
         let local = PrivateData::find(&encoded).unwrap_or_default();
         let neg = Negotiated::client(&local, &peer);
         tracing::debug!(%addr, ?neg, "rpcrdma client connected");
-        Ok(Arc::new(Conn { ep, gen, neg }))
+        Ok(Arc::new(Conn {
+            ep,
+            gen,
+            neg,
+            recvs: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
+        }))
     }
 
     /// A fresh region for one registration. Regions are not pooled: a
@@ -411,6 +377,116 @@ enum Outcome {
 }
 
 impl<D: Device> Shared<D> {
+    /// [`RdmaClient::call_with_report`].
+    async fn call(self: &Arc<Self>, mut req: Request) -> CallResult {
+        let sh = self;
+        let (prog, vers) = (req.prog, req.vers);
+        let timeout = req.timeout.unwrap_or(sh.config.call_timeout);
+        let bufs = std::mem::take(&mut req.result_bufs);
+        let (tx, rx) = oneshot::channel();
+        let xid = {
+            let mut st = lock(&sh.state);
+            if st.closed {
+                return Err(TransportError::Closed.into_rpc());
+            }
+            let xid = loop {
+                let x = sh.next_xid.fetch_add(1, Relaxed);
+                if !st.calls.contains_key(&x) {
+                    break x;
+                }
+            };
+            st.calls.insert(
+                xid,
+                Slot {
+                    req,
+                    bufs,
+                    tx: Some(tx),
+                    sent: None,
+                    in_transit: false,
+                    retransmits: 0,
+                },
+            );
+            st.queue.push_back(xid);
+            if st.conn.is_none() {
+                sh.start_reconnect(&mut st);
+            }
+            xid
+        };
+        // A caller that drops this future (select!, task abort) gives the
+        // call up like a timeout does (review F10).
+        let mut forget = ForgetOnDrop {
+            shared: sh,
+            xid: Some(xid),
+        };
+        sh.pump();
+        tokio::pin!(rx);
+        match tokio::time::timeout(timeout, &mut rx).await {
+            Ok(Ok(r)) => {
+                forget.xid = None;
+                r
+            }
+            Ok(Err(_)) => {
+                forget.xid = None;
+                Err(TransportError::ConnectionLost.into_rpc())
+            }
+            Err(_) => {
+                forget.xid = None;
+                let silent = sh.silent_since_sent(xid, timeout);
+                sh.abandon(xid);
+                if let Some(conn) = silent {
+                    sh.probe(conn, prog, vers, timeout);
+                }
+                match rx.try_recv() {
+                    Ok(r) => r,
+                    Err(_) => {
+                        sh.stats.timeouts.fetch_add(1, Relaxed);
+                        Err(RpcError::Timeout)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Nothing at all came on `conn` while a call waited out its timeout:
+    /// the peer may just be slow with that call, or the connection may be
+    /// silent (the peer or the path gone without a FIN or RST). A NULL call
+    /// (procedure 0 of the same program and version) tells them apart: if
+    /// it too times out with nothing received, the connection is treated
+    /// as lost, as xprtrdma treats a major timeout: reconnect and
+    /// retransmit the live calls (review 10, R10-3). One probe at a time
+    /// per connection.
+    fn probe(self: &Arc<Self>, conn: Arc<Conn<D>>, prog: u32, vers: u32, timeout: Duration) {
+        if conn.probing.swap(true, Relaxed) {
+            return;
+        }
+        let sh = self.clone();
+        let fut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(
+            async move {
+                let before = conn.recvs.load(Relaxed);
+                let null =
+                    Request::new(prog, vers, 0, oncrpc::Payload::new()).with_timeout(timeout);
+                let r = sh.call(null).await;
+                let current = lock(&sh.state)
+                    .conn
+                    .as_ref()
+                    .is_some_and(|c| Arc::ptr_eq(c, &conn));
+                if matches!(r, Err(RpcError::Timeout))
+                    && current
+                    && conn.recvs.load(Relaxed) == before
+                {
+                    tracing::info!(
+                        addr = %sh.addr,
+                        "nothing received for two call timeouts, a NULL probe included: reconnecting"
+                    );
+                    sh.stats.silent_disconnects.fetch_add(1, Relaxed);
+                    conn.ep.qp.disconnect();
+                }
+                conn.probing.store(false, Relaxed);
+            },
+        );
+        tokio::spawn(fut);
+    }
+
     fn reserve_gen(&self) -> u64 {
         let mut st = lock(&self.state);
         st.gen += 1;
@@ -493,7 +569,13 @@ impl<D: Device> Shared<D> {
         } else {
             "no attempt"
         });
-        for attempt in 0..policy.max_attempts {
+        // Connections that closed before carrying a message count as failed
+        // attempts: the backoff goes on growing, and gives up.
+        let first = lock(&self.state).barren.min(policy.max_attempts);
+        if first > 0 {
+            last = format!("{first} connection(s) in a row closed before any reply");
+        }
+        for attempt in first..policy.max_attempts {
             tokio::time::sleep(policy.delay(attempt)).await;
             if lock(&self.state).closed {
                 return;
@@ -503,6 +585,7 @@ impl<D: Device> Shared<D> {
                 Ok(conn) => {
                     self.stats.reconnects.fetch_add(1, Relaxed);
                     tracing::info!(addr = %self.addr, attempt, "rpcrdma client reconnected");
+                    lock(&self.state).barren = attempt;
                     self.install(conn);
                     return;
                 }
@@ -515,6 +598,8 @@ impl<D: Device> Shared<D> {
         let failed: Vec<Slot<D>> = {
             let mut st = lock(&self.state);
             st.connecting = false;
+            // The next call starts over.
+            st.barren = 0;
             let xids: Vec<u32> = st.queue.drain(..).collect();
             xids.into_iter()
                 .filter_map(|x| st.calls.remove(&x))
@@ -539,6 +624,12 @@ impl<D: Device> Shared<D> {
         if st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
             st.conn = None;
             st.credits.reset();
+            // Barren: one more failed attempt after those that led to it.
+            st.barren = if conn.recvs.load(Relaxed) == 0 {
+                st.barren.saturating_add(1)
+            } else {
+                0
+            };
         }
         let mut requeue = Vec::new();
         let mut dead = Vec::new();
@@ -577,6 +668,18 @@ impl<D: Device> Shared<D> {
             // Reconnect eagerly too, so the next call finds a connection.
             self.start_reconnect(&mut st);
         }
+    }
+
+    /// The connection `xid` was sent on, if it is still the current one,
+    /// has received nothing since, and the call was sent at least half of
+    /// its `timeout` ago (a call queued for a credit most of its time may
+    /// have just been sent on a busy but live connection).
+    fn silent_since_sent(&self, xid: u32, timeout: Duration) -> Option<Arc<Conn<D>>> {
+        let st = lock(&self.state);
+        let sent = st.calls.get(&xid)?.sent.as_ref()?;
+        let conn = st.conn.as_ref().filter(|c| c.gen == sent.gen)?;
+        (conn.recvs.load(Relaxed) == sent.recvs && sent.at.elapsed() >= timeout / 2)
+            .then(|| conn.clone())
     }
 
     /// The caller gave up on `xid`.
@@ -703,6 +806,8 @@ impl<D: Device> Shared<D> {
                         offered: p.offered,
                         regions: p.regions,
                         report: p.report,
+                        at: Instant::now(),
+                        recvs: conn.recvs.load(Relaxed),
                     });
                     drop(st);
                     let send = SendOp::Send { solicited: false };
@@ -1068,6 +1173,7 @@ impl<D: Device> Shared<D> {
         let Some(msg) = conn.ep.complete_recv(&wc) else {
             return;
         };
+        conn.recvs.fetch_add(1, Relaxed);
         let limits = self.config.decode_limits();
         let gen = conn.gen;
         let mut st = lock(&self.state);

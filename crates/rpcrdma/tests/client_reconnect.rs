@@ -220,3 +220,119 @@ async fn retransmitted_get_keeps_the_callers_buffer() {
         "after a retransmission the result is not in the caller's buffer"
     );
 }
+
+/// R10-3: a connection that goes silent (no reply, no FIN or RST: a peer or
+/// a middlebox that lost its state) is replaced once a call times out with
+/// nothing received and a NULL probe times out too; the live calls go on,
+/// on a new connection. The stand-in answers its first call, then nothing
+/// on that connection; later connections answer everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connection_is_replaced() {
+    use common::stand_in;
+    let cfg = RdmaConfig {
+        call_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let c = stand_in::client_of(cfg, |req, dev, conn| {
+        let mut n = 0u64;
+        stand_in::serve(req, dev, move |msg, pd, qp| {
+            n += 1;
+            if conn == 0 && n > 1 {
+                return Some(vec![]); // silent
+            }
+            let xid = u32::from_be_bytes([msg[0], msg[1], msg[2], msg[3]]);
+            let reply = stand_in::words(&[xid, 1, 32, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]);
+            Some(vec![stand_in::send(pd, qp, n, reply)?])
+        })
+    })
+    .await;
+    let t = common::typed(&c);
+    t.null().await.unwrap();
+    // Times out; the probe times out too; the connection is replaced.
+    assert!(t.null().await.is_err());
+    let mut ok_at = None;
+    for i in 0..20 {
+        if t.null().await.is_ok() {
+            ok_at = Some(i);
+            break;
+        }
+    }
+    let s = c.stats();
+    assert!(
+        ok_at.is_some(),
+        "no call succeeded after the connection went silent (reconnects {})",
+        s.reconnects.load(Ordering::Relaxed)
+    );
+    assert_eq!(s.silent_disconnects.load(Ordering::Relaxed), 1);
+    assert_eq!(s.reconnects.load(Ordering::Relaxed), 1);
+}
+
+/// R10-2: a peer that accepts every new connection and closes it at once
+/// must not get a reconnect (and a retransmission of the outstanding
+/// calls) every 10 ms for ever: connections that carry no message count as
+/// failed attempts, so the backoff grows and the call fails, typed, after
+/// `max_attempts`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_closed_at_once_count_as_failed_attempts() {
+    use common::stand_in;
+    use rdma_verbs::{ConnParam, ConnectRequest, Device as _, QpInit, QueuePair};
+    use std::sync::atomic::AtomicUsize;
+    static ACCEPTED: AtomicUsize = AtomicUsize::new(0);
+    let attempts = 5;
+    let cfg = RdmaConfig {
+        reconnect: Backoff {
+            initial: Duration::from_millis(5),
+            max: Duration::from_millis(40),
+            max_attempts: attempts,
+        },
+        call_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    let c = stand_in::client_of(cfg, |req, dev, conn| async move {
+        if conn == 0 {
+            let mut n = 0u64;
+            stand_in::serve(req, dev, move |msg, pd, qp| {
+                n += 1;
+                let xid = u32::from_be_bytes([msg[0], msg[1], msg[2], msg[3]]);
+                let reply = stand_in::words(&[xid, 1, 32, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]);
+                // The second call is not answered; the test cuts the
+                // connection under it.
+                if n == 2 {
+                    return Some(vec![]);
+                }
+                Some(vec![stand_in::send(pd, qp, n, reply)?])
+            })
+            .await;
+            return;
+        }
+        ACCEPTED.fetch_add(1, Ordering::SeqCst);
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(16).unwrap();
+        let qp = dev.create_qp(&pd, QpInit::with_cq(cq)).unwrap();
+        let pdata = RdmaConfig::default().private_data().encode();
+        let param = ConnParam::new(bytes::Bytes::copy_from_slice(&pdata), 4, 4);
+        if req.accept(&qp, param).await.is_ok() {
+            qp.disconnect();
+        }
+    })
+    .await;
+    let t = common::typed(&c);
+    t.null().await.unwrap();
+    let c2 = c.clone();
+    let call = tokio::spawn(async move { common::typed(&c2).null().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    c.disconnect_for_test();
+    let r = call.await.unwrap();
+    let e = r.expect_err("no connection carries the call");
+    assert!(
+        e.to_string().contains("reconnect failed"),
+        "a typed reconnect failure, not {e}"
+    );
+    let accepted = ACCEPTED.load(Ordering::SeqCst);
+    assert!(
+        accepted <= attempts as usize,
+        "{accepted} connections for {attempts} attempts"
+    );
+    // The retransmissions are bounded by the attempts too.
+    assert!(c.stats().retransmits.load(Ordering::Relaxed) <= u64::from(attempts) + 1);
+}

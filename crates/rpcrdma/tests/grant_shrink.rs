@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use common::stand_in;
 use rpcrdma::{RdmaClient, RdmaConfig};
+use rpcrdma_proto::wire::{DecodeLimits, Header};
 
 /// RPC-over-RDMA header (RDMA_MSG, empty chunk lists) and an RPC reply
 /// (MSG_ACCEPTED, AUTH_NONE, SUCCESS) of a NULL call.
@@ -28,8 +29,9 @@ fn null_reply(xid: u32, grant: u32) -> bytes::Bytes {
 }
 
 /// Which calls are answered, with what grant: `policy(first connection,
-/// call number from 1)`; `None` leaves the call unanswered.
-type Policy = fn(bool, u32) -> Option<u32>;
+/// call number from 1, the call is a NULL)`; `None` leaves the call
+/// unanswered.
+type Policy = fn(bool, u32, bool) -> Option<u32>;
 
 /// A stand-in responder on loopback and a client of it.
 async fn pair(policy: Policy, cfg: RdmaConfig) -> RdmaClient<iwarp::Device> {
@@ -37,8 +39,13 @@ async fn pair(policy: Policy, cfg: RdmaConfig) -> RdmaClient<iwarp::Device> {
         let mut n = 0u32;
         stand_in::serve(req, dev, move |msg, pd, qp| {
             let xid = u32::from_be_bytes([msg[0], msg[1], msg[2], msg[3]]);
+            let h = Header::parse(msg, &DecodeLimits::default()).unwrap();
+            let proc_ = h
+                .payload()
+                .and_then(|p| p.get(20..24))
+                .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
             n += 1;
-            let Some(grant) = policy(conn == 0, n) else {
+            let Some(grant) = policy(conn == 0, n, proc_ == Some(0)) else {
                 return Some(vec![]); // never answered
             };
             Some(vec![stand_in::send(
@@ -57,7 +64,7 @@ async fn pair(policy: Policy, cfg: RdmaConfig) -> RdmaClient<iwarp::Device> {
 /// answers every call with a grant of 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lower_grant_with_a_lost_reply_outstanding_reconnects() {
-    let policy: Policy = |first, n| match (first, n) {
+    let policy: Policy = |first, n, _| match (first, n) {
         (true, 1) => Some(2),
         (true, 2) => None,
         _ => Some(1),
@@ -93,7 +100,9 @@ async fn lower_grant_with_a_lost_reply_outstanding_reconnects() {
 /// reconnects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_buffers_beyond_the_budget_reconnect() {
-    let policy: Policy = |first, n| (first && n == 1).then_some(32);
+    // NULL calls are answered: the connection is alive (a requester probes
+    // a connection silent for a call's timeout with a NULL; R10-3).
+    let policy: Policy = |first, n, null| (null || (first && n == 1)).then_some(32);
     let cfg = RdmaConfig {
         call_timeout: Duration::from_millis(200),
         max_abandoned_bytes: 3 << 20,
@@ -104,6 +113,14 @@ async fn abandoned_buffers_beyond_the_budget_reconnect() {
     t.null().await.unwrap();
     assert!(t.get(2 << 20, 1).await.is_err());
     assert_eq!(c.stats().reconnects.load(Relaxed), 0, "within the budget");
+    // The given-up GET (once the NULL probe that its silent timeout sent
+    // has been answered).
+    for _ in 0..100 {
+        if c.outstanding() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(c.outstanding(), 1);
     assert!(t.get(2 << 20, 2).await.is_err());
     // Past the budget: the connection is broken and a new one made.

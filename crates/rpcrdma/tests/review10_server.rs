@@ -310,3 +310,46 @@ async fn idle_close_spares_calls_in_process_and_later_calls_reconnect() {
     srv.shutdown().await;
     srv2.shutdown().await;
 }
+
+/// R10-5 with the requester's reconnect policy: an idle client's eager
+/// reconnections carry no message and are idle-closed in turn (counted as
+/// failed attempts, review 10 R10-2); after more such closes than
+/// `max_attempts` (the client may then stop reconnecting until it is
+/// used) it still serves its next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_idle_through_many_idle_closes_still_calls() {
+    let fabric = rpcrdma::memfabric::Fabric::new();
+    let scfg = RdmaConfig {
+        idle_timeout: Some(Duration::from_millis(40)),
+        ..Default::default()
+    };
+    let srv = common::server(fabric.clone(), scfg).await;
+    let ccfg = RdmaConfig {
+        reconnect: rpcrdma::Backoff {
+            max_attempts: 3,
+            max: Duration::from_millis(40),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let c = common::client(fabric.clone(), srv.local_addr(), ccfg).await;
+    let t = common::typed(&c);
+    t.null().await.unwrap();
+    let closes = srv.stats();
+    assert!(
+        eventually(|| closes.idle_closes.load(Relaxed) >= 4).await,
+        "idle closes: {}",
+        closes.idle_closes.load(Relaxed)
+    );
+    eprintln!(
+        "idle closes {}, client reconnects {}",
+        closes.idle_closes.load(Relaxed),
+        c.stats().reconnects.load(Relaxed)
+    );
+    t.null().await.unwrap();
+    t.put(rdmatest::pattern::pattern(5, 64 << 10))
+        .await
+        .unwrap();
+    c.close();
+    srv.shutdown().await;
+}

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use oncrpc::{Call, Dispatcher, Payload, ProcError, Service};
 use rdmatest::RdmatestServer;
-use rpcrdma::{Bindings, RdmaClient, RdmaServer};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,23 +154,8 @@ async fn run(disconnect: bool) -> bool {
     let disp = Dispatcher::builder()
         .service(SlowGet(Arc::new(RdmatestServer::default())))
         .build();
-    let srv = RdmaServer::bind(
-        fabric.clone(),
-        "127.0.0.1:0".parse().unwrap(),
-        disp,
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
-    let c = RdmaClient::connect(
-        fabric,
-        srv.local_addr(),
-        RdmaConfig::default(),
-        Bindings::rdmatest(),
-    )
-    .await
-    .unwrap();
+    let srv = common::server_with(fabric.clone(), disp, RdmaConfig::default()).await;
+    let c = common::client(fabric, srv.local_addr(), RdmaConfig::default()).await;
     common::typed(&c).null().await.unwrap();
     const LEN: u32 = 3 << 20; // three 1 MiB segments
     let buf = BytesMut::with_capacity(LEN as usize);

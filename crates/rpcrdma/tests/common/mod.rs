@@ -17,8 +17,13 @@ pub fn dispatcher() -> Dispatcher {
 }
 
 pub async fn server<D: Device>(dev: D, config: RdmaConfig) -> RdmaServer<D> {
+    server_with(dev, dispatcher(), config).await
+}
+
+/// A server of `disp` (with the RDMATEST bindings) on loopback.
+pub async fn server_with<D: Device>(dev: D, disp: Dispatcher, config: RdmaConfig) -> RdmaServer<D> {
     let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    RdmaServer::bind(dev, addr, dispatcher(), config, Bindings::rdmatest())
+    RdmaServer::bind(dev, addr, disp, config, Bindings::rdmatest())
         .await
         .expect("bind")
 }

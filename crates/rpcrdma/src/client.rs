@@ -95,6 +95,8 @@ struct Conn<D: Device> {
     recvs: AtomicU64,
     /// A NULL probe of this connection is in flight (see `Shared::probe`).
     probing: AtomicBool,
+    /// When the connection was made.
+    since: Instant,
 }
 
 struct Reg<D: Device> {
@@ -351,6 +353,7 @@ impl<D: Device> Conn<D> {
             neg,
             recvs: AtomicU64::new(0),
             probing: AtomicBool::new(false),
+            since: Instant::now(),
         }))
     }
 
@@ -378,16 +381,27 @@ enum Outcome {
 
 impl<D: Device> Shared<D> {
     /// [`RdmaClient::call_with_report`].
-    async fn call(self: &Arc<Self>, mut req: Request) -> CallResult {
-        let sh = self;
+    async fn call(self: &Arc<Self>, req: Request) -> CallResult {
         let (prog, vers) = (req.prog, req.vers);
+        let timeout = req.timeout.unwrap_or(self.config.call_timeout);
+        let (r, silent) = self.call_judged(req).await;
+        if let Some(conn) = silent {
+            self.probe(conn, prog, vers, timeout);
+        }
+        r
+    }
+
+    /// Makes a call; on a timeout, also the connection it was sent on if
+    /// that connection looks silent (see [`Shared::silent_since_sent`]).
+    async fn call_judged(self: &Arc<Self>, mut req: Request) -> (CallResult, Option<Arc<Conn<D>>>) {
+        let sh = self;
         let timeout = req.timeout.unwrap_or(sh.config.call_timeout);
         let bufs = std::mem::take(&mut req.result_bufs);
         let (tx, rx) = oneshot::channel();
         let xid = {
             let mut st = lock(&sh.state);
             if st.closed {
-                return Err(TransportError::Closed.into_rpc());
+                return (Err(TransportError::Closed.into_rpc()), None);
             }
             let xid = loop {
                 let x = sh.next_xid.fetch_add(1, Relaxed);
@@ -423,24 +437,21 @@ impl<D: Device> Shared<D> {
         match tokio::time::timeout(timeout, &mut rx).await {
             Ok(Ok(r)) => {
                 forget.xid = None;
-                r
+                (r, None)
             }
             Ok(Err(_)) => {
                 forget.xid = None;
-                Err(TransportError::ConnectionLost.into_rpc())
+                (Err(TransportError::ConnectionLost.into_rpc()), None)
             }
             Err(_) => {
                 forget.xid = None;
                 let silent = sh.silent_since_sent(xid, timeout);
                 sh.abandon(xid);
-                if let Some(conn) = silent {
-                    sh.probe(conn, prog, vers, timeout);
-                }
                 match rx.try_recv() {
-                    Ok(r) => r,
+                    Ok(r) => (r, None),
                     Err(_) => {
                         sh.stats.timeouts.fetch_add(1, Relaxed);
-                        Err(RpcError::Timeout)
+                        (Err(RpcError::Timeout), silent)
                     }
                 }
             }
@@ -462,18 +473,15 @@ impl<D: Device> Shared<D> {
         let sh = self.clone();
         let fut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(
             async move {
-                let before = conn.recvs.load(Relaxed);
+                // At least a whole call timeout, judged like any call:
+                // only if the probe itself was sent (not left waiting for a
+                // credit; review 11, R11-2) at least half of it ago, with
+                // nothing received since.
+                let timeout = timeout.max(sh.config.call_timeout);
                 let null =
                     Request::new(prog, vers, 0, oncrpc::Payload::new()).with_timeout(timeout);
-                let r = sh.call(null).await;
-                let current = lock(&sh.state)
-                    .conn
-                    .as_ref()
-                    .is_some_and(|c| Arc::ptr_eq(c, &conn));
-                if matches!(r, Err(RpcError::Timeout))
-                    && current
-                    && conn.recvs.load(Relaxed) == before
-                {
+                let (_, silent) = sh.call_judged(null).await;
+                if silent.is_some_and(|c| Arc::ptr_eq(&c, &conn)) {
                     tracing::info!(
                         addr = %sh.addr,
                         "nothing received for two call timeouts, a NULL probe included: reconnecting"
@@ -625,7 +633,12 @@ impl<D: Device> Shared<D> {
             st.conn = None;
             st.credits.reset();
             // Barren: one more failed attempt after those that led to it.
-            st.barren = if conn.recvs.load(Relaxed) == 0 {
+            // Only a connection that ended soon after it was made: one that
+            // carried data for a while (RDMA Writes of a long reply, which
+            // this side does not see) is not a failed attempt (review 11,
+            // R11-3).
+            let soon = conn.since.elapsed() < self.config.reconnect.max.max(Duration::from_secs(1));
+            st.barren = if conn.recvs.load(Relaxed) == 0 && soon {
                 st.barren.saturating_add(1)
             } else {
                 0
@@ -671,15 +684,27 @@ impl<D: Device> Shared<D> {
     }
 
     /// The connection `xid` was sent on, if it is still the current one,
-    /// has received nothing since, and the call was sent at least half of
-    /// its `timeout` ago (a call queued for a credit most of its time may
-    /// have just been sent on a busy but live connection).
+    /// has received nothing since, no call with chunks is outstanding on
+    /// it, and the call was sent at least half of its `timeout` ago (a call
+    /// queued for a credit most of its time may have just been sent on a
+    /// busy but live connection).
     fn silent_since_sent(&self, xid: u32, timeout: Duration) -> Option<Arc<Conn<D>>> {
         let st = lock(&self.state);
         let sent = st.calls.get(&xid)?.sent.as_ref()?;
         let conn = st.conn.as_ref().filter(|c| c.gen == sent.gen)?;
-        (conn.recvs.load(Relaxed) == sent.recvs && sent.at.elapsed() >= timeout / 2)
-            .then(|| conn.clone())
+        if conn.recvs.load(Relaxed) != sent.recvs || sent.at.elapsed() < timeout / 2 {
+            return None;
+        }
+        // A call with chunks on this connection may be moving data (RDMA
+        // Writes of its result, Reads of its arguments), which this side
+        // does not see: a small call behind it on the same stream waits
+        // too. Such a connection is not judged silent (review 11, R11-1).
+        let moving = st.calls.values().any(|s| {
+            s.sent
+                .as_ref()
+                .is_some_and(|x| x.gen == conn.gen && !x.regions.is_empty())
+        });
+        (!moving).then(|| conn.clone())
     }
 
     /// The caller gave up on `xid`.

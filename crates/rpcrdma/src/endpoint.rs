@@ -148,6 +148,13 @@ impl<D: Device> Endpoint<D> {
     /// Posts one receive with a buffer of the advertised size (a recycled
     /// one when there is one: its stale bytes are local memory and only
     /// the bytes the next message writes are ever read).
+    /// Signaled send-queue work requests not completed yet: a reply whose
+    /// RDMA Writes or Send are still going out (large registrations are
+    /// always signaled), or RDMA Reads in flight.
+    pub fn sends_pending(&self) -> bool {
+        !lock(&self.ops).is_empty()
+    }
+
     pub fn post_recv(&self) -> Result<(), VerbsError> {
         let buf = match lock(&self.spare).pop() {
             Some(b) => b,

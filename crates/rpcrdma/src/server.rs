@@ -516,7 +516,8 @@ struct PendingRead<M> {
 
 impl<D: Device> SConn<D> {
     /// Ends when the connection has been idle (no message received, no
-    /// call in process) for [`RdmaConfig::idle_timeout`]; never when that
+    /// call in process, no reply still going out) for
+    /// [`RdmaConfig::idle_timeout`]; never when that
     /// is `None`. One timer per connection, a quarter of the timeout long,
     /// and a counter bumped per receive: nothing per call (review 10,
     /// R10-5).
@@ -530,7 +531,10 @@ impl<D: Device> SConn<D> {
         loop {
             tokio::time::sleep(period).await;
             let now_seen = self.received.load(Relaxed);
-            if now_seen != seen || self.in_process.load(Relaxed) > 0 {
+            // A reply still going out (its work requests not completed)
+            // is activity too: a long reply over a slow path is not
+            // idleness (review 11, R11-3).
+            if now_seen != seen || self.in_process.load(Relaxed) > 0 || self.ep.sends_pending() {
                 seen = now_seen;
                 idle_since = tokio::time::Instant::now();
             } else if idle_since.elapsed() >= limit {

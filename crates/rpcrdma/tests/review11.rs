@@ -92,8 +92,9 @@ async fn probe_waiting_for_a_credit_tears_down_a_healthy_connection() {
     );
 }
 
-/// A TCP relay that passes server-to-client bytes at about `bps` bytes/s.
-async fn throttled_proxy(to: std::net::SocketAddr, bps: u64) -> std::net::SocketAddr {
+/// A TCP relay to `to` that passes one direction at about `bps` bytes/s:
+/// server-to-client when `down`, else client-to-server.
+async fn relay(to: std::net::SocketAddr, bps: u64, down: bool) -> std::net::SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -101,6 +102,8 @@ async fn throttled_proxy(to: std::net::SocketAddr, bps: u64) -> std::net::Socket
         loop {
             let Ok((c, _)) = l.accept().await else { return };
             let s = tokio::net::TcpStream::connect(to).await.unwrap();
+            let (c, s) = if down { (c, s) } else { (s, c) };
+            // Copied freely from `c` to `s`; throttled from `s` to `c`.
             let (mut cr, mut cw) = c.into_split();
             let (mut sr, mut sw) = s.into_split();
             tokio::spawn(async move {
@@ -144,7 +147,7 @@ async fn idle_timeout_cuts_a_long_reply_still_being_sent() {
         ..Default::default()
     };
     let srv = common::server(iwarp::Device::default(), scfg).await;
-    let proxy = throttled_proxy(srv.local_addr(), 6 << 20).await;
+    let proxy = relay(srv.local_addr(), 6 << 20, true).await;
     let ccfg = RdmaConfig {
         call_timeout: Duration::from_secs(20),
         ..Default::default()
@@ -259,7 +262,7 @@ async fn connection_moving_a_large_result_is_not_silent() {
         ..Default::default()
     };
     let srv = common::server(iwarp::Device::default(), scfg).await;
-    let proxy = throttled_proxy(srv.local_addr(), 2 << 20).await;
+    let proxy = relay(srv.local_addr(), 2 << 20, true).await;
     let c = common::client(iwarp::Device::default(), proxy, RdmaConfig::default()).await;
     common::typed(&c).null().await.unwrap();
     const LEN: u32 = 8 << 20; // ~4 s through the relay
@@ -303,7 +306,7 @@ async fn large_result_with_periodic_short_calls() {
         ..Default::default()
     };
     let srv = common::server(iwarp::Device::default(), scfg).await;
-    let proxy = throttled_proxy(srv.local_addr(), 2 << 20).await;
+    let proxy = relay(srv.local_addr(), 2 << 20, true).await;
     let c = common::client(iwarp::Device::default(), proxy, RdmaConfig::default()).await;
     common::typed(&c).null().await.unwrap();
     const LEN: u32 = 4 << 20;
@@ -341,40 +344,6 @@ async fn large_result_with_periodic_short_calls() {
     assert!(r.is_ok());
 }
 
-/// A TCP relay that passes client-to-server bytes at about `bps` bytes/s.
-async fn throttled_up_proxy(to: std::net::SocketAddr, bps: u64) -> std::net::SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((c, _)) = l.accept().await else { return };
-            let s = tokio::net::TcpStream::connect(to).await.unwrap();
-            let (mut sr, mut sw) = c.into_split();
-            let (mut cr, mut cw) = s.into_split();
-            tokio::spawn(async move {
-                let _ = tokio::io::copy(&mut cr, &mut sw).await;
-                let _ = sw.shutdown().await;
-            });
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                loop {
-                    let n = match sr.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    if cw.write_all(&buf[..n]).await.is_err() {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_micros(n as u64 * 1_000_000 / bps)).await;
-                }
-                let _ = cw.shutdown().await;
-            });
-        }
-    });
-    addr
-}
-
 /// R11 probe/bulk, Read direction: a PUT whose Read chunk the server pulls
 /// slowly; a short call during it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,7 +353,7 @@ async fn connection_moving_a_large_argument_is_not_silent() {
         ..Default::default()
     };
     let srv = common::server(iwarp::Device::default(), scfg).await;
-    let proxy = throttled_up_proxy(srv.local_addr(), 2 << 20).await;
+    let proxy = relay(srv.local_addr(), 2 << 20, false).await;
     let c = common::client(iwarp::Device::default(), proxy, RdmaConfig::default()).await;
     common::typed(&c).null().await.unwrap();
     let c1 = c.clone();

@@ -129,6 +129,26 @@ async fn relay(to: std::net::SocketAddr, bps: u64, down: bool) -> std::net::Sock
     addr
 }
 
+/// A server without idle timeout, a relay passing 2 MiB/s one way
+/// (server-to-client when `down`), and a client through it that has made
+/// one call.
+async fn slow_pair(
+    down: bool,
+) -> (
+    rpcrdma::RdmaServer<iwarp::Device>,
+    rpcrdma::RdmaClient<iwarp::Device>,
+) {
+    let scfg = RdmaConfig {
+        idle_timeout: None,
+        ..Default::default()
+    };
+    let srv = common::server(iwarp::Device::default(), scfg).await;
+    let proxy = relay(srv.local_addr(), 2 << 20, down).await;
+    let c = common::client(iwarp::Device::default(), proxy, RdmaConfig::default()).await;
+    common::typed(&c).null().await.unwrap();
+    (srv, c)
+}
+
 /// R11-3: the responder's idle timeout did not count a reply still being
 /// transmitted (the call's `in_process` ends when the reply is posted), so
 /// a client on a slow path lost a long reply mid-transfer, again on every
@@ -257,14 +277,7 @@ async fn slow_call_with_credits_to_spare_keeps_the_connection() {
 /// in the middle of the transfer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_moving_a_large_result_is_not_silent() {
-    let scfg = RdmaConfig {
-        idle_timeout: None,
-        ..Default::default()
-    };
-    let srv = common::server(iwarp::Device::default(), scfg).await;
-    let proxy = relay(srv.local_addr(), 2 << 20, true).await;
-    let c = common::client(iwarp::Device::default(), proxy, RdmaConfig::default()).await;
-    common::typed(&c).null().await.unwrap();
+    let (_srv, c) = slow_pair(true).await;
     const LEN: u32 = 8 << 20; // ~4 s through the relay
     let c1 = c.clone();
     let get = tokio::spawn(async move {
@@ -301,14 +314,7 @@ async fn connection_moving_a_large_result_is_not_silent() {
 /// (about 2 s through the relay) runs: can the GET ever finish?
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_result_with_periodic_short_calls() {
-    let scfg = RdmaConfig {
-        idle_timeout: None,
-        ..Default::default()
-    };
-    let srv = common::server(iwarp::Device::default(), scfg).await;
-    let proxy = relay(srv.local_addr(), 2 << 20, true).await;
-    let c = common::client(iwarp::Device::default(), proxy, RdmaConfig::default()).await;
-    common::typed(&c).null().await.unwrap();
+    let (_srv, c) = slow_pair(true).await;
     const LEN: u32 = 4 << 20;
     let c1 = c.clone();
     let get = tokio::spawn(async move {
@@ -348,14 +354,7 @@ async fn large_result_with_periodic_short_calls() {
 /// slowly; a short call during it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_moving_a_large_argument_is_not_silent() {
-    let scfg = RdmaConfig {
-        idle_timeout: None,
-        ..Default::default()
-    };
-    let srv = common::server(iwarp::Device::default(), scfg).await;
-    let proxy = relay(srv.local_addr(), 2 << 20, false).await;
-    let c = common::client(iwarp::Device::default(), proxy, RdmaConfig::default()).await;
-    common::typed(&c).null().await.unwrap();
+    let (_srv, c) = slow_pair(false).await;
     let c1 = c.clone();
     let put = tokio::spawn(async move {
         common::typed(&c1)

@@ -65,6 +65,13 @@ pub struct Config {
     /// at most ten times this in all. A peer that stops reading cannot
     /// hold a stopped connection open. Default 2 s.
     pub close_grace: Duration,
+    /// TCP keepalive on each connection's socket: the idle time before the
+    /// first probe (then a probe every 10 s, 6 in all), so that a peer host
+    /// that vanished without a FIN or RST (a crash, a lost NAT mapping) is
+    /// detected and the QP fails, also while its consumer waits on data it
+    /// cannot see (e.g. a requester whose chunks are being moved). `None`:
+    /// off. Default 60 s.
+    pub keepalive: Option<Duration>,
 }
 
 /// The default [`Config::send_buffer`]: 512 KiB asked, 1 MiB in effect on
@@ -91,6 +98,7 @@ impl Default for Config {
             capture: None,
             send_buffer: Some(DEFAULT_SEND_BUFFER),
             close_grace: Duration::from_secs(2),
+            keepalive: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -1036,6 +1044,7 @@ fn spawn_driver(
             tracing::debug!(error = %e, bytes = n, "setting the send buffer failed");
         }
     }
+    set_keepalive(&stream, cfg.keepalive);
     qp.sh().lock().send_buffer = sock.send_buffer_size().ok();
     let m = cfg.mulpdu.unwrap_or_else(|| mulpdu(emss(&stream), false));
     let stream = Arc::new(stream);
@@ -1069,6 +1078,21 @@ fn spawn_driver(
 /// Why `connect`/`accept` fail when the QP was stopped (a local
 /// `disconnect`, or a failure) while the connection was being set up.
 const SETUP_STOPPED: &str = "the QP was disconnected or failed during connection setup";
+
+/// Turns TCP keepalive on (`Some(idle)`: probes every 10 s after `idle`,
+/// 6 in all) or leaves it off ([`Config::keepalive`]).
+fn set_keepalive(stream: &TcpStream, idle: Option<Duration>) {
+    let Some(idle) = idle else {
+        return;
+    };
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval(Duration::from_secs(10))
+        .with_retries(6);
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&ka) {
+        tracing::debug!(error = %e, "setting TCP keepalive failed");
+    }
+}
 
 /// Linux's MSS on loopback once a connection's window has opened (IPv4:
 /// `lo` MTU 65536 - 40 bytes of headers - 12 bytes of timestamps; measured
@@ -1539,4 +1563,25 @@ async fn write_all(stream: &TcpStream, bufs: &[Bytes], taken: &AtomicUsize) -> i
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod keepalive_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn keepalive_is_set_as_configured() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        set_keepalive(&a, Config::default().keepalive);
+        let s = socket2::SockRef::from(&a);
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.keepalive_time().unwrap(), Duration::from_secs(60));
+        assert_eq!(s.keepalive_interval().unwrap(), Duration::from_secs(10));
+        assert_eq!(s.keepalive_retries().unwrap(), 6);
+        // `None` leaves a socket as it was.
+        set_keepalive(&b, None);
+        assert!(!socket2::SockRef::from(&b).keepalive().unwrap());
+    }
 }

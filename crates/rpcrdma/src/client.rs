@@ -471,28 +471,24 @@ impl<D: Device> Shared<D> {
             return;
         }
         let sh = self.clone();
-        let fut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(
-            async move {
-                // At least a whole call timeout, judged like any call:
-                // only if the probe itself was sent (not left waiting for a
-                // credit; review 11, R11-2) at least half of it ago, with
-                // nothing received since.
-                let timeout = timeout.max(sh.config.call_timeout);
-                let null =
-                    Request::new(prog, vers, 0, oncrpc::Payload::new()).with_timeout(timeout);
-                let (_, silent) = sh.call_judged(null).await;
-                if silent.is_some_and(|c| Arc::ptr_eq(&c, &conn)) {
-                    tracing::info!(
-                        addr = %sh.addr,
-                        "nothing received for two call timeouts, a NULL probe included: reconnecting"
-                    );
-                    sh.stats.silent_disconnects.fetch_add(1, Relaxed);
-                    conn.ep.qp.disconnect();
-                }
-                conn.probing.store(false, Relaxed);
-            },
-        );
-        tokio::spawn(fut);
+        tokio::spawn(async move {
+            // At least a whole call timeout, judged like any call:
+            // only if the probe itself was sent (not left waiting for a
+            // credit; review 11, R11-2) at least half of it ago, with
+            // nothing received since.
+            let timeout = timeout.max(sh.config.call_timeout);
+            let null = Request::new(prog, vers, 0, oncrpc::Payload::new()).with_timeout(timeout);
+            let (_, silent) = sh.call_judged(null).await;
+            if silent.is_some_and(|c| Arc::ptr_eq(&c, &conn)) {
+                tracing::info!(
+                    addr = %sh.addr,
+                    "nothing received for two call timeouts, a NULL probe included: reconnecting"
+                );
+                sh.stats.silent_disconnects.fetch_add(1, Relaxed);
+                conn.ep.qp.disconnect();
+            }
+            conn.probing.store(false, Relaxed);
+        });
     }
 
     fn reserve_gen(&self) -> u64 {

@@ -26,7 +26,7 @@ TRANSPORT=$(bench_exe rpcrdma transport)
 cargo build --release -q -p rpcrdma-cli
 for i in $(seq 1 "${IWARP_RUNS:-7}"); do
   echo "== iwarp perf run $i (load $(cut -d' ' -f1-3 /proc/loadavg))"
-  PERF_MIB=1024 PERF_ROUNDS=5 "$PERF" --bench 2>&1 | grep -E "GB/s|round trip|sndbuf"
+  PERF_MIB=1024 PERF_ROUNDS=5 "$PERF" --bench 2>&1 | grep -E "GB/s|round trip|sndbuf|backend"
 done
 for i in $(seq 1 "${TRANSPORT_RUNS:-3}"); do
   echo "== transport run $i (load $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -333,7 +333,9 @@ fn main() {
     rt.block_on(rt.spawn(async move {
         println!(
             "iwarp perf: {total} MiB per throughput run, {pings} ping-pongs, {rounds} interleaved rounds \
-             (best of each reported), loopback, {threads} worker thread(s)"
+             (best of each reported), loopback, {threads} worker thread(s), \
+             MPA CRC32c backend {}",
+            iwarp::crc::backend().name()
         );
         // Warm up.
         let _ = tcp_stream(16).await;

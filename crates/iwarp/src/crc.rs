@@ -10,17 +10,110 @@
 //! reports "Good CRC32" only for this order). Use [`to_wire`] / [`from_wire`]
 //! rather than `to_be_bytes`.
 //!
-//! Implementation: the `crc-fast` crate (carry-less multiply folding with
-//! PCLMULQDQ/VPCLMULQDQ on x86_64, PMULL on aarch64, runtime-detected). It
-//! was measured against the `crc32c` crate (SSE4.2 `crc32` instruction) in
-//! `benches/wire.rs` (`crc32c_1MiB/*`): on this machine's AMD EPYC, crc-fast
-//! was ~1.1–2× faster for 1.5 KiB–1 MiB buffers and on par for 64 bytes, so
-//! it is the backend. Only this module names the backend.
+//! ## Backends
+//! Two implementations, both runtime-detected per CPU feature:
+//! - [`Backend::CrcFast`], the `crc-fast` crate: carry-less multiply folding
+//!   (PCLMULQDQ/VPCLMULQDQ on x86_64, PMULL on aarch64);
+//! - [`Backend::Crc32cInstr`], the `crc32c` crate: the SSE4.2 `crc32`
+//!   instruction (ARMv8 CRC on aarch64), three streams interleaved.
+//!
+//! Which is faster depends on the CPU: `benches/wire.rs` (`crc32c/*`)
+//! measured crc-fast 1.1–2× faster on one AMD EPYC host, and the crc32c
+//! crate 1.39× faster for 1 MiB on another (15.8 against 11.4 GiB/s). So,
+//! as Linux picks its RAID xor and CRC routines at boot, the backend is
+//! chosen once per process by timing both on 64 KiB ([`backend`]); the
+//! environment variable `IWARP_CRC_BACKEND=crc-fast|crc32c` overrides the
+//! choice. Both compute the same function (tested), so the choice only
+//! changes speed. Only this module names the backends.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A CRC32c implementation (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The `crc-fast` crate (carry-less multiply folding).
+    CrcFast,
+    /// The `crc32c` crate (the CPU's CRC32 instruction, interleaved).
+    Crc32cInstr,
+}
+
+impl Backend {
+    /// Both backends.
+    pub const ALL: [Backend; 2] = [Backend::CrcFast, Backend::Crc32cInstr];
+
+    /// The name used by `IWARP_CRC_BACKEND` and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::CrcFast => "crc-fast",
+            Backend::Crc32cInstr => "crc32c",
+        }
+    }
+
+    /// The backend named `name` (as [`Backend::name`] spells it).
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name.trim())
+    }
+
+    /// CRC32c of `data` with this backend.
+    #[inline]
+    pub fn checksum(self, data: &[u8]) -> u32 {
+        match self {
+            Backend::CrcFast => crc_fast::crc32_iscsi(data),
+            Backend::Crc32cInstr => ::crc32c::crc32c(data),
+        }
+    }
+}
+
+static CHOSEN: OnceLock<Backend> = OnceLock::new();
+
+/// The backend this process uses: `IWARP_CRC_BACKEND` when it names one,
+/// else the faster of the two on this CPU, measured once (about 100 µs, on
+/// first use; [`crate::Device::new`] triggers it so that no connection pays
+/// it).
+pub fn backend() -> Backend {
+    *CHOSEN.get_or_init(|| {
+        let forced = std::env::var("IWARP_CRC_BACKEND")
+            .ok()
+            .and_then(|v| Backend::from_name(&v));
+        let b = forced.unwrap_or_else(calibrate);
+        tracing::debug!(
+            backend = b.name(),
+            forced = forced.is_some(),
+            "MPA CRC32c backend"
+        );
+        b
+    })
+}
+
+/// The faster backend on this CPU: each one's best of a few timed passes
+/// over 64 KiB (the size of a bulk FPDU), alternated so that a load change
+/// hits both alike.
+pub fn calibrate() -> Backend {
+    let data: Vec<u8> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut best = [Duration::MAX; 2];
+    for _ in 0..4 {
+        for (k, b) in Backend::ALL.into_iter().enumerate() {
+            let t = Instant::now();
+            for _ in 0..2 {
+                std::hint::black_box(b.checksum(std::hint::black_box(&data)));
+            }
+            best[k] = best[k].min(t.elapsed());
+        }
+    }
+    if best[1] < best[0] {
+        Backend::Crc32cInstr
+    } else {
+        Backend::CrcFast
+    }
+}
 
 /// CRC32c of one contiguous byte slice.
 #[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc_fast::crc32_iscsi(data)
+    backend().checksum(data)
 }
 
 /// CRC32c of the concatenation of several slices (e.g. FPDU header, payload
@@ -39,7 +132,17 @@ pub fn crc32c_vectored<B: AsRef<[u8]>>(parts: &[B]) -> u32 {
 /// `crc32c(a ++ b)`.
 #[derive(Clone, Copy, Debug)]
 pub struct Crc32c {
-    digest: crc_fast::Digest,
+    state: State,
+}
+
+// `Crc32c` held the 296-byte `Digest` before there were two backends; the
+// enum keeps it inline (no allocation per FPDU) and `Copy`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug)]
+enum State {
+    Fast(crc_fast::Digest),
+    /// The CRC of the bytes so far (`crc32c_append` continues from it).
+    Instr(u32),
 }
 
 impl Default for Crc32c {
@@ -49,26 +152,43 @@ impl Default for Crc32c {
 }
 
 impl Crc32c {
-    /// A fresh CRC over zero bytes.
+    /// A fresh CRC over zero bytes, with this process's [`backend`].
     #[inline]
     pub fn new() -> Self {
-        Crc32c {
-            digest: crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi),
-        }
+        Self::with_backend(backend())
+    }
+
+    /// A fresh CRC over zero bytes, with the given backend.
+    #[inline]
+    pub fn with_backend(b: Backend) -> Self {
+        let state = match b {
+            Backend::CrcFast => {
+                State::Fast(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+            }
+            Backend::Crc32cInstr => State::Instr(0),
+        };
+        Crc32c { state }
     }
 
     /// Feed the next bytes of the stream.
     #[inline]
     pub fn update(&mut self, data: &[u8]) {
-        if !data.is_empty() {
-            self.digest.update(data);
+        if data.is_empty() {
+            return;
+        }
+        match &mut self.state {
+            State::Fast(d) => d.update(data),
+            State::Instr(c) => *c = ::crc32c::crc32c_append(*c, data),
         }
     }
 
     /// The CRC32c of all bytes fed so far (the state is not consumed).
     #[inline]
     pub fn finish(&self) -> u32 {
-        self.digest.finalize() as u32
+        match &self.state {
+            State::Fast(d) => d.finalize() as u32,
+            State::Instr(c) => *c,
+        }
     }
 }
 
@@ -129,6 +249,39 @@ mod tests {
                 "len {len}"
             );
         }
+    }
+
+    #[test]
+    fn backends_agree_one_shot_and_incremental() {
+        let data: Vec<u8> = (0..70_000u32).map(|i| (i * 131 + 17) as u8).collect();
+        for len in [0usize, 1, 3, 15, 64, 1500, 65_537, 70_000] {
+            let want = ::crc32c::crc32c(&data[..len]);
+            for b in Backend::ALL {
+                assert_eq!(b.checksum(&data[..len]), want, "{b:?} len {len}");
+                for cut in [0, len / 3, len] {
+                    let mut c = Crc32c::with_backend(b);
+                    c.update(&data[..cut]);
+                    c.update(&data[cut..len]);
+                    assert_eq!(c.finish(), want, "{b:?} len {len} cut {cut}");
+                }
+            }
+        }
+        assert_eq!(
+            Crc32c::with_backend(Backend::Crc32cInstr).finish(),
+            Crc32c::with_backend(Backend::CrcFast).finish()
+        );
+    }
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in Backend::ALL {
+            assert_eq!(Backend::from_name(b.name()), Some(b));
+        }
+        assert_eq!(Backend::from_name(" crc32c\n"), Some(Backend::Crc32cInstr));
+        assert_eq!(Backend::from_name("fast"), None);
+        // Calibration returns a backend, and the process's choice is stable.
+        let _ = calibrate();
+        assert_eq!(backend(), backend());
     }
 
     #[test]

@@ -120,6 +120,11 @@ pub struct Device {
 impl Device {
     /// A device with `cfg`.
     pub fn new(cfg: Config) -> Self {
+        if cfg.mpa.crc {
+            // Choose the CRC backend now (a ~100 µs measurement, once per
+            // process) rather than in the first connection's data path.
+            let _ = crate::crc::backend();
+        }
         Device {
             inner: Arc::new(DevInner {
                 cfg,

@@ -491,8 +491,9 @@ async fn run() {
             .unwrap_or(f64::NAN)
     };
     println!(
-        "\nmedians of {rounds} rounds x {:.1} s per measurement",
-        dur.as_secs_f64()
+        "\nmedians of {rounds} rounds x {:.1} s per measurement (MPA CRC32c backend {})",
+        dur.as_secs_f64(),
+        iwarp::crc::backend().name()
     );
     println!(
         "{:<32} {:>14} {:>14} {:>14} {:>14}",

@@ -140,6 +140,11 @@ impl Rpcbind {
     }
 }
 
+/// How long [`Registered::register`] may take in all (connecting, and an
+/// UNSET and a SET per mapping, each of which may wait 5 s for its
+/// answer).
+pub const REGISTER_LIMIT: Duration = Duration::from_secs(10);
+
 /// How long [`Registered::unregister`] may take in all (connecting and
 /// every UNSET): a hung rpcbind must not hold up a shutdown.
 pub const UNREGISTER_LIMIT: Duration = Duration::from_secs(2);
@@ -164,31 +169,43 @@ impl Registered {
     /// [`skipped`](Self::skipped), never sent. A stale mapping of a
     /// triple (e.g. left by a killed server) is removed before its SET, as
     /// servers conventionally do; a triple is never UNSET after this call
-    /// SET it. If a SET is refused, what was registered is removed again
-    /// (within [`UNREGISTER_LIMIT`]) and an error returned.
+    /// SET it. The whole registration (connect included) is bounded by
+    /// [`REGISTER_LIMIT`]. If it fails (a SET refused, rpcbind unreachable,
+    /// a connection lost, the limit reached), every mapping whose SET was
+    /// sent is removed again (within [`UNREGISTER_LIMIT`]), so no mapping
+    /// is left pointing at a server that is not running, and the error is
+    /// returned.
     pub async fn register(server: &str, mappings: Vec<Mapping>) -> anyhow::Result<Self> {
+        Self::register_within(server, mappings, REGISTER_LIMIT).await
+    }
+
+    /// [`register`](Self::register) with the whole registration bounded by
+    /// `limit`.
+    pub async fn register_within(
+        server: &str,
+        mappings: Vec<Mapping>,
+        limit: Duration,
+    ) -> anyhow::Result<Self> {
         let (first, skipped) = first_of_each_triple(mappings);
-        let rpcbind = Rpcbind::connect(server).await?;
+        // The mappings whose SET was sent: registered, or (after a lost
+        // answer) possibly registered.
+        let mut sent = Vec::new();
+        let outcome = match tokio::time::timeout(limit, set_all(server, first, &mut sent)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(anyhow::anyhow!(
+                "rpcbind at {server} did not answer within {limit:?}"
+            )),
+        };
         let mut done = Registered {
             server: server.to_string(),
-            mappings: Vec::new(),
+            mappings: sent,
             skipped,
         };
-        for m in first {
-            if rpcbind.unset(&m).await? {
-                tracing::info!(netid = %m.netid, "removed a stale rpcbind mapping");
+        if let Err(e) = outcome {
+            if let Err(undo) = done.unregister(UNREGISTER_LIMIT).await {
+                tracing::warn!(error = %undo, "cannot remove the mappings registered so far");
             }
-            if !rpcbind.set(&m).await? {
-                let _ = done.unregister(UNREGISTER_LIMIT).await;
-                anyhow::bail!(
-                    "rpcbind refused to register program {} version {} netid {} at {}",
-                    m.prog,
-                    m.vers,
-                    m.netid,
-                    m.uaddr
-                );
-            }
-            done.mappings.push(m);
+            return Err(e);
         }
         Ok(done)
     }
@@ -243,6 +260,35 @@ fn first_of_each_triple(mappings: Vec<Mapping>) -> (Vec<Mapping>, Vec<Mapping>) 
     (first, rest)
 }
 
+/// For each mapping in turn: UNSET a stale registration of its triple, then
+/// SET it. Each mapping is added to `sent` before its SET goes out and taken
+/// off again only if rpcbind refused it, so after an error `sent` holds
+/// every mapping that may be registered.
+async fn set_all(
+    server: &str,
+    mappings: Vec<Mapping>,
+    sent: &mut Vec<Mapping>,
+) -> anyhow::Result<()> {
+    let rpcbind = Rpcbind::connect(server).await?;
+    for m in mappings {
+        if rpcbind.unset(&m).await? {
+            tracing::info!(netid = %m.netid, "removed a stale rpcbind mapping");
+        }
+        sent.push(m.clone());
+        if !rpcbind.set(&m).await? {
+            sent.pop();
+            anyhow::bail!(
+                "rpcbind refused to register program {} version {} netid {} at {}",
+                m.prog,
+                m.vers,
+                m.netid,
+                m.uaddr
+            );
+        }
+    }
+    Ok(())
+}
+
 /// UNSETs every mapping at `server`, all calls in flight at once; the first
 /// error is returned after every answer has come.
 async fn unset_all(server: String, mappings: Vec<Mapping>) -> anyhow::Result<()> {
@@ -276,6 +322,38 @@ async fn unset_all(server: String, mappings: Vec<Mapping>) -> anyhow::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An rpcbind that accepts connections and never answers: the
+    /// registration fails after the limit, not after 5 s per call.
+    #[tokio::test]
+    async fn registration_is_bounded_in_all() {
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = silent.local_addr().unwrap().to_string();
+        let keep = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = silent.accept().await {
+                held.push(s);
+            }
+        });
+        let mappings = vec![Mapping::new(
+            0x2000_0123,
+            1,
+            "tcp",
+            "127.0.0.1:9".parse().unwrap(),
+        )];
+        let t0 = std::time::Instant::now();
+        let err = Registered::register_within(&server, mappings, Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        let took = t0.elapsed();
+        assert!(err.to_string().contains("did not answer within"), "{err:#}");
+        // 0.3 s, then at most UNREGISTER_LIMIT for the undo.
+        assert!(
+            took < Duration::from_millis(300) + UNREGISTER_LIMIT + Duration::from_millis(500),
+            "{took:?}"
+        );
+        keep.abort();
+    }
 
     #[test]
     fn universal_addresses() {

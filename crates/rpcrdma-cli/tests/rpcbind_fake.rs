@@ -25,7 +25,9 @@ struct Seen {
 
 /// A fake rpcbind (RPCBPROG version 4 over TCP) answering `true` to every
 /// SET and UNSET on its first `answered` connections, and reading but never
-/// answering on the later ones (a hung rpcbind). Records every call.
+/// answering on the later ones (a hung rpcbind). With `close_at`, the
+/// connection that receives the call of that index (counted over all
+/// connections, from 0) is closed instead of answered. Records every call.
 struct FakeRpcbind {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -35,6 +37,10 @@ struct FakeRpcbind {
 
 impl FakeRpcbind {
     fn start(answered: usize) -> FakeRpcbind {
+        Self::start_with(answered, None)
+    }
+
+    fn start_with(answered: usize, close_at: Option<usize>) -> FakeRpcbind {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -45,7 +51,7 @@ impl FakeRpcbind {
                 let Ok(stream) = stream else { return };
                 c.lock().unwrap().push(stream.try_clone().unwrap());
                 let s = s.clone();
-                std::thread::spawn(move || serve_conn(stream, n < answered, &s));
+                std::thread::spawn(move || serve_conn(stream, n < answered, close_at, &s));
             }
         });
         FakeRpcbind { addr, seen, conns }
@@ -92,7 +98,12 @@ fn read_record(stream: &mut TcpStream) -> Option<Vec<u8>> {
     }
 }
 
-fn serve_conn(mut stream: TcpStream, answer: bool, seen: &Mutex<Vec<Seen>>) {
+fn serve_conn(
+    mut stream: TcpStream,
+    answer: bool,
+    close_at: Option<usize>,
+    seen: &Mutex<Vec<Seen>>,
+) {
     while let Some(call) = read_record(&mut stream) {
         // xid, CALL, rpcvers, prog, vers, proc, cred, verf, then the rpcb.
         let parsed = (|| {
@@ -116,7 +127,15 @@ fn serve_conn(mut stream: TcpStream, answer: bool, seen: &Mutex<Vec<Seen>>) {
             ))
         })();
         let Some((xid, s)) = parsed else { return };
-        seen.lock().unwrap().push(s);
+        let index = {
+            let mut seen = seen.lock().unwrap();
+            seen.push(s);
+            seen.len() - 1
+        };
+        if close_at == Some(index) {
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
         if !answer {
             continue;
         }
@@ -285,4 +304,55 @@ fn hung_rpcbind_does_not_hold_up_shutdown() {
             )
         });
     assert_eq!(status.code(), Some(0));
+}
+
+/// A registration that fails half-way (the connection to rpcbind is lost
+/// at the SET of the second netid) must not leave the first netid's
+/// mapping behind: the server does not run, so rpcbind must not point at
+/// it. Before the fix, the error returned at once and the `rdma` mapping
+/// stayed registered.
+#[test]
+fn failed_registration_removes_what_it_set() {
+    // Calls: UNSET rdma, SET rdma, UNSET tcp, SET tcp (index 3: closed).
+    let fake = FakeRpcbind::start_with(usize::MAX, Some(3));
+    let out = std::process::Command::new(common::BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tcp-listen",
+            "127.0.0.1:0",
+            "--rpcbind",
+            "--rpcbind-server",
+            &fake.addr.to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot register with rpcbind"), "{stderr}");
+    let seen = fake.seen();
+    let procs: Vec<(u32, &str)> = seen
+        .iter()
+        .map(|s| (s.procedure, s.netid.as_str()))
+        .collect();
+    assert_eq!(
+        &procs[..4],
+        [
+            (RPCBPROC_UNSET, "rdma"),
+            (RPCBPROC_SET, "rdma"),
+            (RPCBPROC_UNSET, "tcp"),
+            (RPCBPROC_SET, "tcp"),
+        ],
+        "{seen:?}"
+    );
+    // Both mappings whose SET went out are removed again: rdma (registered)
+    // and tcp (its answer was lost, so it may be registered).
+    let mut undone: Vec<(u32, &str)> = procs[4..].to_vec();
+    undone.sort();
+    assert_eq!(
+        undone,
+        [(RPCBPROC_UNSET, "rdma"), (RPCBPROC_UNSET, "tcp")],
+        "{seen:?}"
+    );
 }

@@ -98,12 +98,15 @@ pub struct ServerConfig {
     pub max_bytes_per_connection: usize,
     /// Connections served at once; accepting pauses at the limit.
     pub max_connections: usize,
-    /// On shutdown, how long calls in progress may take to finish.
+    /// On shutdown, how long calls in progress may take to finish
+    /// ([`Duration::MAX`]: no limit).
     pub shutdown_grace: Duration,
     /// A connection with no call in progress that completes no record and
     /// takes no reply bytes for this long is closed (also bounds how long a
     /// peer may hold a half-sent record). A peer that reads a long reply
-    /// slowly keeps its connection while bytes move. `None`: never.
+    /// slowly keeps its connection while bytes move. `None` (or a duration
+    /// too long to represent as a deadline, such as [`Duration::MAX`]):
+    /// never.
     pub idle_timeout: Option<Duration>,
     /// Send buffer asked for each accepted socket (see
     /// [`crate::io::set_send_buffer`]; default
@@ -243,7 +246,11 @@ impl<S: RecordService> TcpServer<S> {
         );
         // Connections notice the stop themselves; give them the grace period
         // (plus a little for the final writes), then cut them off.
-        let deadline = config.shutdown_grace + Duration::from_millis(500);
+        // Saturating: a huge grace period (Duration::MAX) must not panic;
+        // tokio::time::timeout treats an unrepresentable one as "never".
+        let deadline = config
+            .shutdown_grace
+            .saturating_add(Duration::from_millis(500));
         let drained = tokio::time::timeout(deadline, async {
             while connections.join_next().await.is_some() {}
         })
@@ -517,14 +524,23 @@ impl Idle {
         }
     }
 
-    /// Whether there is an idle timeout at all.
-    fn armed(&self) -> bool {
-        self.timeout.is_some()
+    /// When the connection counts as idle if nothing happens before; `None`
+    /// without an idle timeout, or with one too long for an `Instant` to
+    /// represent (e.g. [`Duration::MAX`]): that one never expires.
+    fn limit(&self) -> Option<tokio::time::Instant> {
+        self.timeout.and_then(|t| self.since.checked_add(t))
     }
 
-    /// When the connection counts as idle if nothing happens before.
+    /// Whether there is an idle deadline at all.
+    fn armed(&self) -> bool {
+        self.limit().is_some()
+    }
+
+    /// [`Idle::limit`], or any instant when there is none: `select!`
+    /// evaluates the timer's expression even when its branch is disabled
+    /// by [`Idle::armed`], so this must not panic on overflow either.
     fn deadline(&self) -> tokio::time::Instant {
-        self.since + self.timeout.unwrap_or(Duration::from_secs(365 * 86_400))
+        self.limit().unwrap_or(self.since)
     }
 
     /// Something happened now.

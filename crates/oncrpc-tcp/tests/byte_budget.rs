@@ -334,9 +334,22 @@ fn get_call(xid: u32, n: u32) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_reader_of_a_long_reply_keeps_its_connection() {
     use tokio::io::AsyncReadExt;
+    // A small server send buffer (16 KiB asked, 32 KiB in effect on
+    // Linux). The idle clock restarts at the writer's last progress, i.e.
+    // when the socket last took reply bytes; what the kernel has queued by
+    // then (the server's send buffer plus the client's receive window) the
+    // slow reader still has to drain, and the server rightly closes the
+    // connection if that lasts longer than the idle timeout (200 to 400 ms
+    // after the last progress, depending on where the timer stands). With
+    // the default send buffer (512 KiB asked, about 1 MiB in effect) that
+    // was 1.2 MiB, about 300 ms at this reader's 4 MB/s: the connection
+    // was sometimes closed before the next call on a loaded machine. Now it
+    // is under 256 KiB, about 60 ms of reading. The reply is still written
+    // in steps as the reader takes bytes, over many idle timeouts.
     let (addr, _live) = start(ServerConfig {
         idle_timeout: Some(Duration::from_millis(200)),
         shutdown_grace: Duration::from_millis(200),
+        send_buffer: Some(16 * 1024),
         ..ServerConfig::default()
     })
     .await;

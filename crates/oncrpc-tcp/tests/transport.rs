@@ -531,3 +531,114 @@ async fn idle_connections_are_closed() {
     })
     .await
 }
+
+/// Review 12, R12-1 over TCP: a complete call header whose credential has
+/// non-zero XDR padding is answered (MSG_DENIED AUTH_ERROR AUTH_BADCRED,
+/// RFC 5531 §9), not silently dropped with the connection kept open.
+#[tokio::test]
+async fn credential_with_nonzero_padding_is_answered() {
+    within(async {
+        let (addr, stop, _task) = start(ServerConfig::default()).await;
+        let (rd, mut wr) = TcpStream::connect(addr).await.unwrap().into_split();
+        let mut msg = Vec::new();
+        // xid, CALL, rpcvers 2, prog, vers, proc; AUTH_SYS with 1 byte.
+        for w in [0x55u32, 0, 2, PROG, 1, NULL, 1, 1] {
+            msg.extend_from_slice(&w.to_be_bytes());
+        }
+        msg.extend_from_slice(&[0, 0xff, 0xff, 0xff]); // body 00, bad padding
+        msg.extend_from_slice(&[0; 8]); // AUTH_NONE verifier
+        let wire = RecordEncoder::default().encode_to_vec(&[Bytes::from(msg)]);
+        wr.write_all(&wire).await.unwrap();
+        let mut reader = RecordReader::new(rd, RecordLimits::default());
+        let got = tokio::time::timeout(Duration::from_secs(5), reader.next_record())
+            .await
+            .expect("no reply within 5 s to a complete call header")
+            .unwrap()
+            .expect("connection closed instead of an answer");
+        let (xid, res) = oncrpc::decode_reply(&Payload::from(got.into_contiguous())).unwrap();
+        assert_eq!(xid, 0x55);
+        assert!(
+            matches!(res, Err(RpcError::AuthError(oncrpc::AuthStat::BadCred))),
+            "{res:?}"
+        );
+        stop.shutdown();
+    })
+    .await
+}
+
+/// Review 12, R12-2: a per-call timeout of `Duration::MAX` (no deadline,
+/// as `tokio::time::timeout` takes it) used to panic the calling task
+/// (`Instant + Duration` overflow in `ClientCore::start_call`).
+#[tokio::test]
+async fn call_with_duration_max_timeout_completes() {
+    within(async {
+        let (addr, stop, _task) = start(ServerConfig::default()).await;
+        let ch = Arc::new(TcpChannel::connect(addr).await.unwrap());
+        let c = ch.clone();
+        let r = tokio::spawn(async move {
+            c.call(Request::new(PROG, 1, NULL, Payload::new()).with_timeout(Duration::MAX))
+                .await
+                .map(|_| ())
+        })
+        .await;
+        stop.shutdown();
+        match r {
+            Ok(res) => res.unwrap(),
+            Err(e) => panic!("the call panicked: {e}"),
+        }
+    })
+    .await
+}
+
+/// Review 12, R12-3: `idle_timeout: Some(Duration::MAX)` means "never
+/// idle"; it used to panic every connection task (`Instant + Duration`
+/// overflow in the idle deadline), so no call was ever answered.
+#[tokio::test]
+async fn idle_timeout_duration_max_serves_calls() {
+    within(async {
+        let (addr, stop, task) = start(ServerConfig {
+            idle_timeout: Some(Duration::MAX),
+            ..Default::default()
+        })
+        .await;
+        let ch = TcpChannel::connect(addr).await.unwrap();
+        for _ in 0..3 {
+            ch.call(
+                Request::new(PROG, 1, NULL, Payload::new()).with_timeout(Duration::from_secs(5)),
+            )
+            .await
+            .unwrap();
+        }
+        stop.shutdown();
+        task.await.unwrap().unwrap();
+    })
+    .await
+}
+
+/// Review 12, R12-3: `shutdown_grace: Duration::MAX` used to panic
+/// `TcpServer::run` at shutdown (`Duration + Duration` overflow) instead of
+/// draining the connections.
+#[tokio::test]
+async fn shutdown_grace_duration_max_shuts_down() {
+    within(async {
+        let (addr, stop, task) = start(ServerConfig {
+            shutdown_grace: Duration::MAX,
+            ..Default::default()
+        })
+        .await;
+        let ch = TcpChannel::connect(addr).await.unwrap();
+        let slow = tokio::spawn(async move { ch.call(sleep_req(200)).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.shutdown();
+        let r = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("shutdown did not finish within 5 s");
+        assert!(
+            matches!(r, Ok(Ok(()))),
+            "TcpServer::run failed at shutdown: {r:?}"
+        );
+        // The call in progress was allowed to finish.
+        slow.await.unwrap().unwrap();
+    })
+    .await
+}

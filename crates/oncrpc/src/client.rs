@@ -130,7 +130,9 @@ impl Request {
         self
     }
 
-    /// Set the timeout.
+    /// Set the timeout. [`Duration::MAX`] (or any timeout too long to
+    /// represent as a deadline) means the call waits for its reply without
+    /// a deadline.
     pub fn with_timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
         self
@@ -341,15 +343,16 @@ impl<T> ClientCore<T> {
 
     /// Register a new outstanding call and build its message. Returns the
     /// xid and the complete call message to send; the deadline is `now` plus
-    /// the request's (or the default) timeout.
+    /// the request's (or the default) timeout. A timeout too long for an
+    /// [`Instant`] to represent (e.g. [`Duration::MAX`]) means no deadline.
     pub fn start_call(&mut self, req: &Request, now: Instant, data: T) -> (u32, Payload) {
         let xid = self.alloc_xid();
         let msg = req.encode(xid);
-        self.register(
-            xid,
-            req.timeout.or(self.default_timeout).map(|t| now + t),
-            data,
-        );
+        let deadline = req
+            .timeout
+            .or(self.default_timeout)
+            .and_then(|t| now.checked_add(t));
+        self.register(xid, deadline, data);
         (xid, msg)
     }
 

@@ -141,6 +141,8 @@ pub enum DispatchOutcome {
 /// | rpcvers ≠ 2 | MSG_DENIED RPC_MISMATCH {2, 2} |
 /// | credential body > 400 bytes | MSG_DENIED AUTH_ERROR AUTH_BADCRED |
 /// | verifier body > 400 bytes | MSG_DENIED AUTH_ERROR AUTH_BADVERF |
+/// | credential body with non-zero XDR padding | MSG_DENIED AUTH_ERROR AUTH_BADCRED |
+/// | verifier body with non-zero XDR padding | MSG_DENIED AUTH_ERROR AUTH_BADVERF |
 /// | AUTH_NONE credential with a body, malformed AUTH_SYS, other flavor | AUTH_ERROR AUTH_BADCRED |
 /// | verifier not AUTH_NONE with an empty body | AUTH_ERROR AUTH_BADVERF |
 /// | [`Service::check_credential`] refuses | AUTH_ERROR with its `auth_stat` |
@@ -229,6 +231,19 @@ fn reply_only(h: ReplyHeader) -> Payload {
 
 fn trunc<T>(r: xdr::Result<T>) -> Result<T, DropReason> {
     r.map_err(|_| DropReason::Truncated)
+}
+
+/// The body of a credential or verifier whose length word was read: the
+/// header is complete once it is there. Running out of input is still a
+/// truncated header (dropped); any other defect, such as non-zero XDR
+/// padding (RFC 4506 §4.10), is a malformed credential or verifier and is
+/// answered with `stat` (RFC 5531 §9: AUTH_BADCRED or AUTH_BADVERF).
+fn malformed<T>(r: xdr::Result<T>, stat: AuthStat) -> Result<Result<T, AuthStat>, DropReason> {
+    match r {
+        Ok(v) => Ok(Ok(v)),
+        Err(xdr::Error::Truncated { .. }) => Err(DropReason::Truncated),
+        Err(_) => Ok(Err(stat)),
+    }
 }
 
 impl Dispatcher {
@@ -348,20 +363,29 @@ impl Dispatcher {
             ))))
         };
 
-        // Credential and verifier: lengths over MAX_AUTH_BYTES are auth
-        // errors; truncation is a drop.
+        // Credential and verifier: lengths over MAX_AUTH_BYTES and bodies
+        // that do not decode (non-zero padding) are auth errors; truncation
+        // is a drop.
         let cred_flavor = trunc(d.u32())?;
         let cred_len = trunc(d.u32())?;
         if cred_len > MAX_AUTH_BYTES {
             return auth_err(AuthStat::BadCred);
         }
-        let cred_body = trunc(d.fixed_opaque_bytes(cred_len as usize))?;
+        let cred_body = match malformed(d.fixed_opaque_bytes(cred_len as usize), AuthStat::BadCred)?
+        {
+            Ok(b) => b,
+            Err(s) => return auth_err(s),
+        };
         let verf_flavor = trunc(d.u32())?;
         let verf_len = trunc(d.u32())?;
         if verf_len > MAX_AUTH_BYTES {
             return auth_err(AuthStat::BadVerf);
         }
-        let verf_body = trunc(d.fixed_opaque_bytes(verf_len as usize))?;
+        let verf_body = match malformed(d.fixed_opaque_bytes(verf_len as usize), AuthStat::BadVerf)?
+        {
+            Ok(b) => b,
+            Err(s) => return auth_err(s),
+        };
         // Both bodies are ≤ 400 bytes here, so these cannot fail.
         let (Ok(cred), Ok(verf)) = (
             OpaqueAuth::new(AuthFlavor(cred_flavor), cred_body),

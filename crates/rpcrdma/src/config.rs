@@ -105,7 +105,8 @@ pub struct RdmaConfig {
     /// budget to turn over under legitimate load at 205 MiB/s or more.
     pub read_budget_wait: Duration,
     /// Responder: how long [`RdmaServer::shutdown`](crate::RdmaServer::shutdown)
-    /// waits for in-flight calls before closing (default 5 s).
+    /// waits for in-flight calls before closing (default 5 s;
+    /// [`Duration::MAX`]: no limit).
     pub shutdown_grace: Duration,
     /// Responder: RDMA connections open at once; connection requests beyond
     /// it are rejected (default 1024, like `oncrpc-tcp`).
@@ -118,6 +119,7 @@ pub struct RdmaConfig {
     /// completing Reads is never cut. Default 15 s, half the default
     /// [`call_timeout`](Self::call_timeout), so that a call queued behind a
     /// stalled connection's Reads still completes in time.
+    /// [`Duration::MAX`]: no limit.
     pub read_timeout: Duration,
     /// Responder: a connection on which no message has arrived and no call
     /// has been in process for this long is closed, alone (`None`: never).

@@ -342,9 +342,12 @@ impl<D: Device> SrvShared<D> {
             let rx = self.shutdown.subscribe();
             async move {
                 wait_flag(rx).await;
-                // Let in-flight calls finish, within the grace period.
-                let deadline = Instant::now() + c.srv.config.shutdown_grace;
-                while c.in_process.load(Relaxed) > 0 && Instant::now() < deadline {
+                // Let in-flight calls finish, within the grace period. A
+                // grace period too long to represent (Duration::MAX) means
+                // no deadline, not a panic (review 12, R12-3).
+                let deadline = Instant::now().checked_add(c.srv.config.shutdown_grace);
+                while c.in_process.load(Relaxed) > 0 && deadline.is_none_or(|d| Instant::now() < d)
+                {
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                 }
             }
@@ -848,13 +851,21 @@ impl<D: Device> SConn<D> {
         mut rx: tokio::sync::oneshot::Receiver<rdma_verbs::WorkCompletion>,
     ) -> ReadWait {
         let limit = self.srv.config.read_timeout;
+        // A limit too long to represent (Duration::MAX) means no deadline,
+        // not a panic (review 12, R12-2).
+        let deadline = || lock(&self.read_progress).checked_add(limit);
         loop {
-            let deadline = *lock(&self.read_progress) + limit;
-            match tokio::time::timeout_at(deadline, &mut rx).await {
+            let Some(at) = deadline() else {
+                return match (&mut rx).await {
+                    Ok(wc) => ReadWait::Done(wc),
+                    Err(_) => ReadWait::Flushed,
+                };
+            };
+            match tokio::time::timeout_at(at, &mut rx).await {
                 Ok(Ok(wc)) => return ReadWait::Done(wc),
                 Ok(Err(_)) => return ReadWait::Flushed,
                 Err(_) => {
-                    if *lock(&self.read_progress) + limit > tokio::time::Instant::now() {
+                    if deadline().is_none_or(|d| d > tokio::time::Instant::now()) {
                         continue; // progress meanwhile
                     }
                     self.srv.stats.read_timeouts.fetch_add(1, Relaxed);

@@ -80,6 +80,29 @@ fn every_error_status_is_typed() {
     }
 }
 
+/// Review 12, R12-2: a timeout too long for an `Instant` to represent
+/// ([`Duration::MAX`], which `tokio::time::timeout` accepts as "never")
+/// means no deadline; `start_call` used to panic on `Instant + Duration`.
+#[test]
+fn unrepresentable_timeout_means_no_deadline() {
+    let mut core: ClientCore<u8> = ClientCore::with_first_xid(0);
+    let t0 = Instant::now();
+    let r = Request::new(1, 1, 1, Payload::new()).with_timeout(Duration::MAX);
+    let (x, _) = core.start_call(&r, t0, 1);
+    core.set_default_timeout(Some(Duration::MAX));
+    let (y, _) = core.start_call(&Request::new(1, 1, 1, Payload::new()), t0, 2);
+    assert_eq!(core.next_deadline(), None);
+    assert_eq!(core.outstanding(), 2);
+    assert!(matches!(
+        core.handle_reply(&reply(x, AcceptStat::Success, &[])),
+        ReplyOutcome::Completed { data: 1, .. }
+    ));
+    assert!(matches!(
+        core.handle_reply(&reply(y, AcceptStat::Success, &[])),
+        ReplyOutcome::Completed { data: 2, .. }
+    ));
+}
+
 #[test]
 fn deadlines() {
     let mut core: ClientCore<u8> = ClientCore::with_first_xid(0);

@@ -230,6 +230,70 @@ fn auth_errors() {
     assert_eq!(r.decoder().u32().unwrap(), 1000);
 }
 
+/// A call header up to the credential (xid 5, PROG version 2, procedure 0),
+/// then `rest` as raw bytes (no XDR padding added).
+fn call_with_raw_auth(rest: &[u8]) -> Payload {
+    let mut b = Payload::builder();
+    b.u32(5).u32(0).u32(2).u32(PROG).u32(2).u32(0);
+    let mut v = b.finish().flatten().to_vec();
+    v.extend_from_slice(rest);
+    Payload::from(v)
+}
+
+/// Review 12, R12-1: a complete call header whose credential body has
+/// non-zero XDR padding (RFC 4506 §4.10 requires zeros) is a malformed
+/// credential: MSG_DENIED AUTH_ERROR AUTH_BADCRED (RFC 5531 §9; libtirpc
+/// answers the same). It used to be dropped like a truncated header, so
+/// the caller learnt nothing until its own timeout.
+#[test]
+fn credential_with_nonzero_padding_is_answered_badcred() {
+    // AUTH_SYS, 1-byte body, padding FF FF FF; AUTH_NONE verifier.
+    let msg = call_with_raw_auth(&[
+        0, 0, 0, 1, 0, 0, 0, 1, 0, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0,
+    ]);
+    assert!(
+        matches!(
+            exchange(msg, 5),
+            Err(RpcError::AuthError(AuthStat::BadCred))
+        ),
+        "malformed credential not answered AUTH_BADCRED"
+    );
+}
+
+/// Review 12, R12-1: the same for the verifier: AUTH_BADVERF.
+#[test]
+fn verifier_with_nonzero_padding_is_answered_badverf() {
+    // AUTH_NONE credential; AUTH_NONE verifier, 2-byte body, padding FF FF.
+    let msg = call_with_raw_auth(&[
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0xff, 0xff,
+    ]);
+    assert!(
+        matches!(
+            exchange(msg, 5),
+            Err(RpcError::AuthError(AuthStat::BadVerf))
+        ),
+        "malformed verifier not answered AUTH_BADVERF"
+    );
+}
+
+/// Review 12, R12-1: a credential or verifier cut short (body or padding
+/// missing) is still a truncated header, dropped, whatever bytes are there.
+#[test]
+fn truncated_credential_or_verifier_is_still_dropped() {
+    let d = dispatcher();
+    for rest in [
+        &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0xff][..],
+        &[0, 0, 0, 1, 0, 0, 0, 5, 1, 2, 3, 4, 5, 0],
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0xff],
+    ] {
+        assert_eq!(
+            block_on(d.dispatch(call_with_raw_auth(rest))),
+            DispatchOutcome::Drop(DropReason::Truncated),
+            "{rest:?}"
+        );
+    }
+}
+
 #[test]
 fn undecodable_messages_are_dropped() {
     let d = dispatcher();
@@ -330,6 +394,70 @@ proptest! {
             prop_assert_eq!(Some(xid), msg.get(..4).map(|b| u32::from_be_bytes(b.try_into().unwrap())));
         }
         block_on(d.dispatch(Payload::from(tail)));
+    }
+}
+
+/// `bytes` cut at `cuts` into separate pieces, as a record's fragments are.
+fn split(bytes: &[u8], cuts: &[prop::sample::Index]) -> Payload {
+    let mut pts: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
+    pts.sort_unstable();
+    let mut p = Payload::new();
+    let mut prev = 0;
+    for c in pts {
+        p.push_xdr(Bytes::copy_from_slice(&bytes[prev..c]));
+        prev = c;
+    }
+    p.push_xdr(Bytes::copy_from_slice(&bytes[prev..]));
+    p
+}
+
+fn outcome_bytes(o: DispatchOutcome) -> Option<Vec<u8>> {
+    match o {
+        DispatchOutcome::Reply(r) => Some(r.flatten().to_vec()),
+        DispatchOutcome::Drop(_) => None,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    /// Review 12: a record's fragments reach the dispatcher as separate
+    /// pieces; the outcome of a (possibly corrupted) call must not depend
+    /// on where it was cut.
+    #[test]
+    fn dispatch_independent_of_fragmentation(
+        data in proptest::collection::vec(any::<u8>(), 0..40),
+        proc_ in 0u32..5,
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..8),
+        sys in any::<bool>(),
+    ) {
+        let mut args = Payload::builder();
+        args.opaque(&data);
+        let mut req = Request::new(PROG, 2, proc_, args.finish());
+        if sys {
+            req = req.with_cred(Credential::Sys(AuthSys::new(7, "h", 1, 2, vec![3, 4]).unwrap()));
+        }
+        let mut msg = req.encode(0x1234).flatten().to_vec();
+        for (i, v) in &flips {
+            let k = i.index(msg.len());
+            msg[k] = *v;
+        }
+        let d = dispatcher();
+        let whole = outcome_bytes(block_on(d.dispatch(Payload::from(msg.clone()))));
+        let pieces = outcome_bytes(block_on(d.dispatch(split(&msg, &cuts))));
+        prop_assert_eq!(whole, pieces);
+    }
+
+    /// Review 12: the same for the client's reply decoding.
+    #[test]
+    fn reply_decode_independent_of_fragmentation(
+        msg in proptest::collection::vec(any::<u8>(), 0..64),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..8),
+    ) {
+        let show = |p: &Payload| {
+            format!("{:?}", decode_reply(p).map(|(x, r)| (x, r.map(|p| p.flatten()))))
+        };
+        prop_assert_eq!(show(&Payload::from(msg.clone())), show(&split(&msg, &cuts)));
     }
 }
 

@@ -35,6 +35,7 @@ use crate::cpu::process_cpu_time;
 use crate::rdma_opts::RdmaArgs;
 use crate::size::{format_size, parse_size_u32};
 use crate::target::{parse_target, Target};
+use crate::values;
 
 /// Arguments of `rpcrdma bench`.
 #[derive(Debug, Args)]
@@ -53,20 +54,20 @@ pub struct BenchArgs {
     size: u32,
 
     /// Calls in flight per connection.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value = "1", value_parser = values::at_least_one, allow_negative_numbers = true)]
     depth: usize,
 
     /// Connections.
-    #[arg(long, value_name = "C", default_value_t = 1)]
+    #[arg(long, value_name = "C", default_value = "1", value_parser = values::at_least_one, allow_negative_numbers = true)]
     connections: usize,
 
-    /// How long to measure, in seconds.
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
-    seconds: f64,
+    /// How long to measure, in seconds (above 0, at most 86400).
+    #[arg(long, value_name = "S", default_value = "5", value_parser = values::bench_seconds, allow_negative_numbers = true)]
+    seconds: Duration,
 
     /// Stop after N calls in all (or after --seconds, whichever comes
     /// first): bounds the traffic of a run whatever the machine's speed.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
     calls: Option<u64>,
 
     /// Print exactly one JSON object on stdout (and nothing else there).
@@ -138,19 +139,49 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Nothing measured: connecting or the first NULL failed with `error`.
+    pub fn failed_setup(error: String) -> Self {
+        Outcome {
+            calls: 0,
+            errors: 1,
+            first_error: Some(error),
+            bytes: 0,
+            elapsed: Duration::ZERO,
+            cpu: Duration::ZERO,
+            latency: new_histogram(),
+        }
+    }
+
+    /// `x` per second of the measurement (0 when nothing was measured).
+    fn per_sec(&self, x: u64) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            x as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
     /// Completed calls per second.
     pub fn ops_per_sec(&self) -> f64 {
-        self.calls as f64 / self.elapsed.as_secs_f64()
+        self.per_sec(self.calls)
     }
 
     /// Payload bytes per second.
     pub fn bytes_per_sec(&self) -> f64 {
-        self.bytes as f64 / self.elapsed.as_secs_f64()
+        self.per_sec(self.bytes)
     }
 
-    /// Latency percentile `q` (0..100) in microseconds.
-    pub fn percentile_us(&self, q: f64) -> u64 {
-        self.latency.value_at_percentile(q)
+    /// Whether any call succeeded (else there is no latency to report).
+    pub fn has_latency(&self) -> bool {
+        !self.latency.is_empty()
+    }
+
+    /// Latency percentile `q` (0..100) in microseconds; `None` when no call
+    /// succeeded.
+    pub fn percentile_us(&self, q: f64) -> Option<u64> {
+        self.has_latency()
+            .then(|| self.latency.value_at_percentile(q))
     }
 
     /// CPU seconds per 10^9 payload bytes (`None` without payload).
@@ -164,17 +195,22 @@ impl Outcome {
     }
 }
 
+/// 1 µs .. 10 min, 3 significant digits.
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).expect("3 significant digits are valid"))
+}
+
+/// Bound on each connection's setup and on the first NULL of every
+/// connection before the measurement (all of them together).
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Timeout of each measured call (a call still unanswered at the end of the
+/// measurement is given up earlier: see [`grace`]).
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Runs `rpcrdma bench`.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 86_400.0) {
-        anyhow::bail!(
-            "invalid --seconds {}: expected 0 < S <= 86400",
-            args.seconds
-        );
-    }
-    if args.depth == 0 || args.connections == 0 {
-        anyhow::bail!("--depth and --connections must be at least 1");
-    }
     let spec = Spec {
         procedure: args.procedure,
         size: if args.procedure == Proc::Null {
@@ -183,30 +219,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.size
         },
         depth: args.depth,
-        duration: Duration::from_secs_f64(args.seconds),
+        duration: args.seconds,
         max_calls: args.calls,
     };
-    let device = match args.url {
-        Target::Rdma { .. } => Some(args.rdma.device()?),
-        Target::Tcp { .. } => None,
-    };
-    let options = channel::ConnectOptions {
-        timeout: Duration::from_secs(10),
-        max_fragment: None,
-        rdma: args.rdma.config()?,
-        device: device.clone(),
-    };
-    let mut channels = Vec::with_capacity(args.connections);
-    for _ in 0..args.connections {
-        channels.push(Arc::new(channel::connect(&args.url, &options).await?));
+    if let Target::Tcp { .. } = args.url {
+        args.rdma.warn_if_given("tcp://");
     }
-    // A first verified call on each connection, outside the measurement:
-    // it fails fast and clearly if the server is not an RDMATEST server.
-    for ch in &channels {
-        rdmatest::client::null(&**ch)
-            .await
-            .with_context(|| format!("NULL via {} failed", args.url))?;
-    }
+    let (channels, device) = match setup(&args).await {
+        Ok(ok) => ok,
+        Err(e) => {
+            // Still exactly one JSON object on stdout: nothing measured,
+            // one error.
+            if args.json {
+                let outcome = Outcome::failed_setup(crate::report::error_chain(&e));
+                println!("{}", to_json(&outcome, spec, &args.url, args.connections));
+            }
+            return Err(e);
+        }
+    };
 
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(spec.duration.as_millis() as u64);
@@ -244,6 +274,66 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Connects every connection and makes the first NULL on each, all
+/// bounded in time.
+async fn setup(args: &BenchArgs) -> anyhow::Result<(Vec<Arc<AnyChannel>>, Option<iwarp::Device>)> {
+    let device = match args.url {
+        Target::Rdma { .. } => Some(args.rdma.device()?),
+        Target::Tcp { .. } => None,
+    };
+    let options = channel::ConnectOptions {
+        timeout: CHECK_TIMEOUT,
+        max_fragment: None,
+        rdma: args.rdma.config()?,
+        device: device.clone(),
+    };
+    let mut channels = Vec::with_capacity(args.connections);
+    for _ in 0..args.connections {
+        channels.push(Arc::new(channel::connect(&args.url, &options).await?));
+    }
+    // A first verified call on each connection, outside the measurement:
+    // it fails fast and clearly if the server is not an RDMATEST server,
+    // and within CHECK_TIMEOUT if it does not answer at all.
+    let check = async {
+        for ch in &channels {
+            RdmatestClient::new(&**ch)
+                .with_timeout(CHECK_TIMEOUT)
+                .null()
+                .await?;
+        }
+        Ok::<(), ClientError>(())
+    };
+    match tokio::time::timeout(CHECK_TIMEOUT, check).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            close_all(&channels);
+            return Err(anyhow::Error::new(e).context(format!("NULL via {} failed", args.url)));
+        }
+        Err(_) => {
+            close_all(&channels);
+            anyhow::bail!(
+                "NULL via {} failed: no reply within {} s",
+                args.url,
+                CHECK_TIMEOUT.as_secs()
+            );
+        }
+    }
+    Ok((channels, device))
+}
+
+fn close_all(channels: &[Arc<AnyChannel>]) {
+    for ch in channels {
+        ch.close();
+    }
+}
+
+/// How long calls still in flight at the end of the measurement may take
+/// before they are given up and counted as errors: 2 s, or 4 times the
+/// slowest call so far if that is longer, at most 10 s.
+pub fn grace(slowest: Duration) -> Duration {
+    (slowest * 4).clamp(Duration::from_secs(2), Duration::from_secs(10))
+}
+
 /// "GET 1 MiB" or "NULL".
 pub fn describe(spec: Spec) -> String {
     match spec.procedure {
@@ -271,6 +361,10 @@ pub async fn measure(
     // Calls started, against `spec.max_calls`.
     let issued = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    // The slowest successful call so far, microseconds (sets the grace).
+    let slowest = Arc::new(AtomicU64::new(0));
+    // Set when calls still in flight after the grace are to be given up.
+    let (give_up_tx, give_up_rx) = tokio::sync::watch::channel(false);
 
     let cpu_before = process_cpu_time();
     let start = Instant::now();
@@ -278,11 +372,13 @@ pub async fn measure(
     let mut tasks = Vec::new();
     for ch in channels {
         for _ in 0..spec.depth {
-            let client = RdmatestClient::new(ch.clone()).with_timeout(Duration::from_secs(30));
+            let client = RdmatestClient::new(ch.clone()).with_timeout(CALL_TIMEOUT);
             let data = data.clone();
             let calls = calls.clone();
             let issued = issued.clone();
             let stop = stop.clone();
+            let slowest = slowest.clone();
+            let mut give_up = give_up_rx.clone();
             tasks.push(tokio::spawn(async move {
                 let mut w = Worker::new();
                 while !stop.load(Relaxed) && Instant::now() < deadline {
@@ -296,7 +392,19 @@ pub async fn measure(
                     // A different GET seed per call, so stale data in a reused
                     // buffer can never pass verification.
                     let seed = w.calls as u32;
-                    let r = one_call(&client, spec, &data, expected_put, seed, &mut w.spare).await;
+                    let call = one_call(&client, spec, &data, expected_put, seed, &mut w.spare);
+                    let r = tokio::select! {
+                        r = call => Some(r),
+                        _ = give_up.wait_for(|g| *g) => None,
+                    };
+                    let Some(r) = r else {
+                        // No reply within the grace after the deadline.
+                        w.calls += 1;
+                        w.errors += 1;
+                        w.abandoned += 1;
+                        calls.fetch_add(1, Relaxed);
+                        break;
+                    };
                     let us = t0.elapsed().as_micros() as u64;
                     calls.fetch_add(1, Relaxed);
                     w.calls += 1;
@@ -304,6 +412,7 @@ pub async fn measure(
                         Ok(bytes) => {
                             w.bytes += bytes;
                             w.latency.saturating_record(us.max(1));
+                            slowest.fetch_max(us, Relaxed);
                         }
                         Err(e) => {
                             w.errors += 1;
@@ -342,11 +451,46 @@ pub async fn measure(
         })
     });
 
+    // Wait for the tasks until the deadline, then for at most the grace
+    // (known only then: it depends on the slowest call so far); whatever is
+    // still in flight after that is given up.
+    let mut results = Vec::with_capacity(tasks.len());
+    let mut done = 0;
+    let mut limit = deadline;
+    let mut grace_started = false;
+    let mut gave_up = None;
+    while done < tasks.len() {
+        match tokio::time::timeout_at(limit.into(), &mut tasks[done]).await {
+            Ok(r) => {
+                results.push(r);
+                done += 1;
+            }
+            Err(_) if !grace_started => {
+                grace_started = true;
+                limit = deadline + grace(Duration::from_micros(slowest.load(Relaxed)));
+            }
+            Err(_) => {
+                gave_up = Some(limit - deadline);
+                let _ = give_up_tx.send(true);
+                break;
+            }
+        }
+    }
+    for t in &mut tasks[done..] {
+        results.push(t.await);
+    }
+    let mut elapsed = start.elapsed();
+    let cpu = process_cpu_time().saturating_sub(cpu_before);
+    stop.store(true, Relaxed);
+    if let Some(t) = ticker {
+        let _ = t.await;
+    }
     let mut total = Worker::new();
-    for t in tasks {
-        match t.await {
+    for r in results {
+        match r {
             Ok(w) => total.merge(w),
             Err(e) => {
+                total.calls += 1;
                 total.errors += 1;
                 total
                     .first_error
@@ -354,11 +498,19 @@ pub async fn measure(
             }
         }
     }
-    let elapsed = start.elapsed();
-    let cpu = process_cpu_time().saturating_sub(cpu_before);
-    stop.store(true, Relaxed);
-    if let Some(t) = ticker {
-        let _ = t.await;
+    if let Some(g) = gave_up {
+        // Rates over the measured window, not over the wait for replies
+        // that never came.
+        elapsed = spec.duration;
+        if total.abandoned > 0 {
+            total.first_error.get_or_insert_with(|| {
+                format!(
+                    "{} call(s) had no reply {:.1} s after the end of the measurement (counted as errors)",
+                    total.abandoned,
+                    g.as_secs_f64()
+                )
+            });
+        }
     }
     Outcome {
         calls: total.calls,
@@ -375,6 +527,8 @@ pub async fn measure(
 struct Worker {
     calls: u64,
     errors: u64,
+    /// Calls given up after the grace (also counted in `errors`).
+    abandoned: u64,
     bytes: u64,
     first_error: Option<String>,
     latency: Histogram<u64>,
@@ -389,18 +543,18 @@ impl Worker {
         Worker {
             calls: 0,
             errors: 0,
+            abandoned: 0,
             bytes: 0,
             first_error: None,
             spare: None,
-            // 1 µs .. 10 min, 3 significant digits.
-            latency: Histogram::new_with_bounds(1, 600_000_000, 3)
-                .unwrap_or_else(|_| Histogram::new(3).expect("3 significant digits are valid")),
+            latency: new_histogram(),
         }
     }
 
     fn merge(&mut self, w: Worker) {
         self.calls += w.calls;
         self.errors += w.errors;
+        self.abandoned += w.abandoned;
         self.bytes += w.bytes;
         if self.first_error.is_none() {
             self.first_error = w.first_error;
@@ -477,13 +631,14 @@ pub fn to_json(o: &Outcome, spec: Spec, url: &Target, connections: usize) -> ser
         "bytes": o.bytes,
         "bytes_per_sec": o.bytes_per_sec(),
         "mb_per_sec": o.bytes_per_sec() / 1e6,
+        // null throughout when no call succeeded.
         "latency_us": {
             "p50": o.percentile_us(50.0),
             "p99": o.percentile_us(99.0),
             "p999": o.percentile_us(99.9),
-            "min": o.latency.min(),
-            "max": o.latency.max(),
-            "mean": o.latency.mean(),
+            "min": o.has_latency().then(|| o.latency.min()),
+            "max": o.has_latency().then(|| o.latency.max()),
+            "mean": o.has_latency().then(|| o.latency.mean()),
         },
         "cpu_seconds": o.cpu.as_secs_f64(),
         "cpu_sec_per_gb": o.cpu_sec_per_gb(),
@@ -505,30 +660,35 @@ fn print_summary(o: &Outcome, spec: Spec, url: &Target, connections: usize) {
         o.errors,
         o.ops_per_sec()
     );
-    if o.bytes > 0 {
-        println!(
-            "  payload      {:.1} MB/s ({:.1} MiB/s)",
-            o.bytes_per_sec() / 1e6,
-            o.bytes_per_sec() / (1 << 20) as f64
-        );
-    }
     println!(
-        "  latency      p50 {} µs, p99 {} µs, p99.9 {} µs (min {}, max {})",
+        "  payload      {:.1} MB/s ({:.1} MiB/s)",
+        o.bytes_per_sec() / 1e6,
+        o.bytes_per_sec() / (1 << 20) as f64
+    );
+    match (
         o.percentile_us(50.0),
         o.percentile_us(99.0),
         o.percentile_us(99.9),
-        o.latency.min(),
-        o.latency.max()
+    ) {
+        (Some(p50), Some(p99), Some(p999)) => println!(
+            "  latency      p50 {p50} µs, p99 {p99} µs, p99.9 {p999} µs (min {}, max {})",
+            o.latency.min(),
+            o.latency.max()
+        ),
+        _ => println!("  latency      n/a (no call succeeded)"),
+    }
+    let per_gb = match o.cpu_sec_per_gb() {
+        Some(per_gb) => format!("{per_gb:.2} CPU-s per GB"),
+        None => "CPU-s per GB n/a (no payload)".into(),
+    };
+    let per_call = match o.cpu_us_per_call() {
+        Some(per_call) => format!("{per_call:.1} CPU-µs per call"),
+        None => "CPU-µs per call n/a (no calls)".into(),
+    };
+    println!(
+        "  client CPU   {:.2} s, {per_gb}, {per_call} (this process, all threads, user+system)",
+        o.cpu.as_secs_f64()
     );
-    let mut cpu = format!("  client CPU   {:.2} s", o.cpu.as_secs_f64());
-    if let Some(per_gb) = o.cpu_sec_per_gb() {
-        cpu.push_str(&format!(", {per_gb:.2} CPU-s per GB"));
-    }
-    if let Some(per_call) = o.cpu_us_per_call() {
-        cpu.push_str(&format!(", {per_call:.1} CPU-µs per call"));
-    }
-    cpu.push_str(" (this process, all threads, user+system)");
-    println!("{cpu}");
     if let Some(e) = &o.first_error {
         println!("  first error  {e}");
     }

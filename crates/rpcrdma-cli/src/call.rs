@@ -10,6 +10,7 @@ use crate::channel::{self, Recorder};
 use crate::rdma_opts::RdmaArgs;
 use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 use crate::target::{parse_target, Target};
+use crate::values;
 
 /// Arguments of `rpcrdma call`.
 #[derive(Debug, Args)]
@@ -27,10 +28,11 @@ pub struct CallArgs {
     #[arg(long, global = true, default_value_t = 0)]
     seed: u32,
 
-    /// Give up on connecting or on the reply after this many seconds
-    /// (default: 30, plus the duration of a SLEEP).
-    #[arg(long, global = true, value_name = "SECONDS")]
-    timeout: Option<f64>,
+    /// Give up on connecting (RDMA: including the MPA handshake) or on the
+    /// reply after this many seconds, above 0 and at most 86400 (default:
+    /// 30, plus the duration of a SLEEP).
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = values::timeout, allow_negative_numbers = true)]
+    timeout: Option<Duration>,
 
     /// TCP: split the call into record-marking fragments of at most SIZE
     /// bytes (default: one fragment).
@@ -99,10 +101,7 @@ impl Procedure {
 /// Makes the call, verifies it and prints what happened.
 pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let timeout = match args.timeout {
-        Some(secs) if secs.is_finite() && secs > 0.0 => Duration::from_secs_f64(secs),
-        Some(secs) => {
-            anyhow::bail!("invalid --timeout {secs}: expected a positive number of seconds")
-        }
+        Some(t) => t,
         None => {
             let sleep = match args.procedure {
                 Procedure::Sleep { ms } => Duration::from_millis(ms.into()),
@@ -113,6 +112,14 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     };
     let what = args.procedure.describe();
     let target = &args.url;
+    match target {
+        Target::Tcp { .. } => args.rdma.warn_if_given("tcp://"),
+        Target::Rdma { .. } => {
+            if args.max_fragment.is_some() {
+                eprintln!("rpcrdma: warning: --max-fragment is TCP-only, ignored for rdma:// URLs");
+            }
+        }
+    }
 
     let start = Instant::now();
     let options = channel::ConnectOptions {
@@ -120,7 +127,8 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
         max_fragment: args.max_fragment,
         rdma: args.rdma.config()?,
         device: match target {
-            Target::Rdma { .. } => Some(args.rdma.device()?),
+            // --timeout also bounds the MPA handshake.
+            Target::Rdma { .. } => Some(args.rdma.device_with_handshake(Some(timeout))?),
             Target::Tcp { .. } => None,
         },
     };
@@ -130,12 +138,22 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let client = RdmatestClient::new(&recorder).with_timeout(timeout);
 
     let start = Instant::now();
-    let (verified, bytes) = perform(&client, args.procedure, args.seed)
-        .await
-        .map_err(explain)
-        .with_context(|| format!("{what} via {target}"))?;
+    let result = perform(&client, args.procedure, args.seed).await;
     let latency = start.elapsed();
     let reports = recorder.take();
+    let (verified, bytes) = match result {
+        Ok(ok) => ok,
+        Err(e) => {
+            // What went on the wire still helps: e.g. the unused Write
+            // chunk of a GET above the maximum, or the RDMA_ERROR kind.
+            print_wire(&reports);
+            if let Some(kind) = rdma_error_kind(&e) {
+                println!("rpcrdma: on the wire: the responder answered RDMA_ERROR ({kind})");
+            }
+            channel.close();
+            return Err(explain(e, args.procedure)).with_context(|| format!("{what} via {target}"));
+        }
+    };
     channel.close();
     if let Target::Rdma { .. } = target {
         if let Some(dev) = &options.device {
@@ -154,11 +172,28 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     }
     line.push_str(&format!(" (connect {})", format_duration(connected)));
     println!("{line}");
-    for report in &reports {
+    print_wire(&reports);
+    Ok(())
+}
+
+/// The "on the wire" lines of the recorded calls (RDMA only).
+fn print_wire(reports: &[rpcrdma::CallReport]) {
+    for report in reports {
         println!("rpcrdma: on the wire: {}", crate::report::describe(report));
         println!("rpcrdma:   {report}");
     }
-    Ok(())
+}
+
+/// `ERR_CHUNK` or `ERR_VERS` when the call failed with an RDMA_ERROR.
+fn rdma_error_kind(e: &ClientError) -> Option<&'static str> {
+    let ClientError::Rpc(oncrpc::RpcError::Transport(inner)) = e else {
+        return None;
+    };
+    match inner.downcast_ref::<rpcrdma::TransportError>()? {
+        rpcrdma::TransportError::ErrChunk => Some("ERR_CHUNK"),
+        rpcrdma::TransportError::ErrVers { .. } => Some("ERR_VERS"),
+        _ => None,
+    }
 }
 
 /// Runs one procedure; returns what was verified and the payload bytes moved.
@@ -216,13 +251,25 @@ async fn perform<C: oncrpc::Channel>(
     })
 }
 
+/// The longest SLEEP an RDMATEST server accepts (`rdmatest`'s default, as
+/// `rpcrdma serve` uses it); longer ones are answered GARBAGE_ARGS.
+const SERVER_MAX_SLEEP_MS: u32 = 60_000;
+
 /// Adds what a failure means where the bare error does not say.
-fn explain(e: ClientError) -> anyhow::Error {
-    match e {
-        ClientError::GetStatus(rdmatest::proto::GET_STATUS_TOO_LONG) => anyhow::anyhow!(
+fn explain(e: ClientError, procedure: Procedure) -> anyhow::Error {
+    let garbage = matches!(e, ClientError::Rpc(oncrpc::RpcError::GarbageArgs));
+    match procedure {
+        _ if matches!(e, ClientError::GetStatus(rdmatest::proto::GET_STATUS_TOO_LONG)) => anyhow::anyhow!(
             "server answered GET status 1: the length is above the server's maximum (see `rpcrdma serve --max-data`)"
         ),
-        e => anyhow::Error::new(e),
+        Procedure::Echo { size } | Procedure::Put { size } if garbage => anyhow::anyhow!(
+            "{e}: {} is probably above the server's maximum data size (`rpcrdma serve --max-data`, default 16 MiB)",
+            format_size(size.into())
+        ),
+        Procedure::Sleep { ms } if garbage && ms > SERVER_MAX_SLEEP_MS => anyhow::anyhow!(
+            "{e}: the server sleeps at most {SERVER_MAX_SLEEP_MS} ms"
+        ),
+        _ => anyhow::Error::new(e),
     }
 }
 

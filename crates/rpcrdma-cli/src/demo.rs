@@ -36,9 +36,10 @@ const ROUNDS: u32 = 2;
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Seconds per benchmark measurement (6 measurements: NULL, GET, PUT on
-    /// each transport; each split into 2 interleaved rounds, best kept).
-    #[arg(long, value_name = "S", default_value_t = 0.5)]
-    bench_seconds: f64,
+    /// each transport; each split into 2 interleaved rounds, best kept);
+    /// above 0, at most 60.
+    #[arg(long, value_name = "S", default_value = "0.5", value_parser = crate::values::demo_seconds, allow_negative_numbers = true)]
+    bench_seconds: Duration,
 
     /// At most N calls per benchmark round (a round ends at whichever of
     /// its time and N comes first): bounds the benchmark's traffic.
@@ -65,9 +66,6 @@ struct Expect {
 
 /// Runs the demo.
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
-    if !(args.bench_seconds.is_finite() && args.bench_seconds > 0.0 && args.bench_seconds <= 60.0) {
-        anyhow::bail!("invalid --bench-seconds {}", args.bench_seconds);
-    }
     let started = Instant::now();
     let config = args.rdma.config()?;
     let inline = config.inline_send;
@@ -323,6 +321,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         },
     );
 
+    // RDMA_ERROR: a second, tightly limited server takes one segment per
+    // chunk; a PUT whose Read chunk needs two is answered ERR_CHUNK.
+    err_chunk_step(&mut failures, &config, &client_dev).await;
+
     let c = rdma_server.stats().counters.snapshot();
     let stats = rdma_server.stats();
     println!(
@@ -354,14 +356,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let tcp = channel::connect(&tcp_url, &options).await?;
         let rdma = Arc::new(rdma);
         let tcp = Arc::new(tcp);
-        let secs = Duration::from_secs_f64(args.bench_seconds);
+        let secs = args.bench_seconds;
         let cap = args
             .bench_calls
             .map(|n| format!(", at most {n} calls per round"))
             .unwrap_or_default();
         let heading = format!(
             "2. RPC-over-RDMA vs RPC over TCP ({:.1} s per measurement in {ROUNDS} interleaved rounds{cap}, best kept)",
-            args.bench_seconds
+            args.bench_seconds.as_secs_f64()
         );
         println!("{heading}");
         println!("{}", "-".repeat(heading.chars().count()));
@@ -573,6 +575,85 @@ fn step_str(
     }
 }
 
+/// The RDMA_ERROR step: PUT 2 MiB (a Read chunk of two 1 MiB segments) to
+/// a second server that accepts one segment per chunk; it must answer
+/// RDMA_ERROR / ERR_CHUNK, which the client reports as a typed error.
+async fn err_chunk_step(
+    failures: &mut Vec<String>,
+    config: &rpcrdma::RdmaConfig,
+    device: &iwarp::Device,
+) {
+    let what = "PUT 2 MiB to a server that takes 1 segment per chunk";
+    println!("* {what}");
+    println!(
+        "    RDMA_ERROR: the server cannot take the call's chunks, so it answers RDMA_ERROR (ERR_CHUNK) instead of an RPC reply"
+    );
+    if config.max_segments < 2 {
+        println!(
+            "    skipped: with --max-segments {} the client itself sends 1 segment per chunk",
+            config.max_segments
+        );
+        return;
+    }
+    let result = async {
+        let service = RdmatestServer::new(rdmatest::ServerConfig::default());
+        let dispatcher = Dispatcher::builder().service(service).build();
+        let server = RdmaServer::bind(
+            iwarp::Device::default(),
+            "127.0.0.1:0".parse()?,
+            dispatcher,
+            rpcrdma::RdmaConfig {
+                max_segments: 1,
+                ..config.clone()
+            },
+            Bindings::rdmatest(),
+        )
+        .await
+        .context("cannot start the limited RPC-over-RDMA server")?;
+        let url = Target::Rdma {
+            addr: server.local_addr().to_string(),
+        };
+        let options = channel::ConnectOptions {
+            timeout: Duration::from_secs(10),
+            max_fragment: None,
+            rdma: config.clone(),
+            device: Some(device.clone()),
+        };
+        let ch = channel::connect(&url, &options).await?;
+        let typed = RdmatestClient::new(&ch).with_timeout(Duration::from_secs(10));
+        let r = typed.put(rdmatest::pattern::pattern(9, 2 << 20)).await;
+        ch.close();
+        let err_chunks = server.stats().counters.snapshot().err_chunk;
+        server.shutdown().await;
+        Ok::<_, anyhow::Error>((r, err_chunks))
+    }
+    .await;
+    let problem = match result {
+        Ok((Err(ClientError::Rpc(oncrpc::RpcError::Transport(e))), n))
+            if matches!(
+                e.downcast_ref::<rpcrdma::TransportError>(),
+                Some(rpcrdma::TransportError::ErrChunk)
+            ) =>
+        {
+            println!(
+                "    wire:     Chunked Call (RDMA_MSG, 1 Read chunk 2 MiB in 2 segments) -> RDMA_ERROR (ERR_CHUNK); the server counted {n} ERR_CHUNK"
+            );
+            println!("    client:   typed error RpcError::Transport(TransportError::ErrChunk): \"transport error: {e}\"");
+            (n != 1).then(|| format!("the server counted {n} ERR_CHUNK, expected 1"))
+        }
+        Ok((Ok(_), _)) => Some("the limited server accepted the call".to_string()),
+        Ok((Err(e), _)) => Some(format!("expected ERR_CHUNK, got: {e}")),
+        Err(e) => Some(format!("{e:#}")),
+    };
+    match problem {
+        None => println!("    OK (expected)"),
+        Some(p) => {
+            println!("    FAILED:   {p}");
+            failures.push(format!("{what}: {p}"));
+        }
+    }
+}
+
 /// A PUT request whose data the server must echo back as length + CRC.
 async fn put_checked(ch: &Recorder<'_>, req: Request, data: &Bytes) -> Result<String, String> {
     let res = ch.call(req).await.map_err(|e| e.to_string())?;
@@ -627,7 +708,10 @@ fn print_table(rows: &[(&str, Spec, Outcome, Outcome)]) {
     );
     for (name, spec, r, t) in rows {
         if spec.procedure == Proc::Null {
-            let (rl, tl) = (r.percentile_us(50.0), t.percentile_us(50.0));
+            let (rl, tl) = (
+                r.percentile_us(50.0).unwrap_or(0),
+                t.percentile_us(50.0).unwrap_or(0),
+            );
             line(
                 &format!("{name}: latency p50"),
                 format!("{rl} µs"),

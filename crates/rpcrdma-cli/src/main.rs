@@ -24,7 +24,9 @@ mod rpcbind;
 mod serve;
 mod size;
 mod target;
+mod values;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -36,7 +38,8 @@ use clap::{Parser, Subcommand};
 struct Cli {
     /// Log filter for diagnostics on stderr (tracing `EnvFilter` syntax, e.g.
     /// `debug` or `oncrpc_tcp=trace`); the `RUST_LOG` variable overrides it.
-    #[arg(long, global = true, default_value = "warn")]
+    /// An invalid filter is a usage error (exit 2).
+    #[arg(long, global = true, default_value = "warn", value_parser = parse_log_filter)]
     log: String,
 
     /// More diagnostics on stderr: -v info, -vv debug, -vvv trace (overrides
@@ -61,13 +64,39 @@ enum Command {
     Demo(demo::DemoArgs),
 }
 
+/// `--log`: must be a valid `EnvFilter`.
+fn parse_log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(text)
+        .map(|_| text.to_owned())
+        .map_err(|e| format!("invalid log filter: {e}"))
+}
+
 fn init_tracing(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(default))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // RUST_LOG wins when it is set and valid; an invalid one is reported
+    // and `--log` (or -v) used instead.
+    let from_env = match std::env::var(tracing_subscriber::EnvFilter::DEFAULT_ENV) {
+        Ok(text) if !text.trim().is_empty() => {
+            match tracing_subscriber::EnvFilter::try_new(&text) {
+                Ok(filter) => Some(filter),
+                Err(e) => {
+                    eprintln!(
+                        "rpcrdma: warning: ignoring RUST_LOG={text:?} ({e}); using {default:?}"
+                    );
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let filter = from_env.unwrap_or_else(|| {
+        tracing_subscriber::EnvFilter::try_new(default)
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour only for a terminal: no escape codes in log files.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 

@@ -11,41 +11,44 @@ use rpcrdma::RdmaConfig;
 use crate::size::parse_size_u32;
 
 /// RPC-over-RDMA tuning (all optional; defaults are the transport's).
-#[derive(Debug, Clone, Args)]
+///
+/// Every option is `global`, so under `call` it may also follow the
+/// procedure and its arguments (`call URL get 1MiB --inline 1k`).
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct RdmaArgs {
     /// RDMA: inline threshold in bytes, both directions (RFC 8797 private
     /// data; multiples of 1024 from 1 KiB to 256 KiB). Messages larger than
     /// this move their data in chunks.
-    #[arg(long, value_name = "SIZE", default_value = "4096", value_parser = parse_size_u32)]
+    #[arg(long, global = true, value_name = "SIZE", default_value = "4096", value_parser = parse_size_u32)]
     pub inline: u32,
 
     /// RDMA: credits (requester: asked for; responder: granted), i.e. calls
     /// in flight per connection.
-    #[arg(long, value_name = "N", default_value_t = 128)]
+    #[arg(long, global = true, value_name = "N", default_value_t = 128)]
     pub credits: u32,
 
     /// RDMA: segments per chunk (each at most 1 MiB). The default, 32,
     /// lets a 16 MiB ECHO travel as a Long Call and Long Reply (the
     /// transport's own default is 16). Both sides must allow the segments
     /// the other sends.
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    #[arg(long, global = true, value_name = "N", default_value_t = 32)]
     pub max_segments: u32,
 
     /// RDMA: do not advertise or use remote invalidation (RFC 8797 §6);
     /// the requester then invalidates its registrations itself.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub no_remote_invalidate: bool,
 
     /// RDMA: do not ask for the MPA CRC32c (RFC 5044 §7.1: CRCs are used
     /// when either end asks, so both ends must give this flag to go
     /// without). On by default; TCP's own checksum still protects the bytes.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub no_mpa_crc: bool,
 
     /// RDMA: write this process's iWARP traffic (MPA, DDP, RDMAP with
     /// synthesized Ethernet/IP/TCP headers) to a pcap file, for Wireshark
     /// or tshark.
-    #[arg(long, value_name = "FILE.pcap")]
+    #[arg(long, global = true, value_name = "FILE.pcap")]
     pub capture: Option<PathBuf>,
 }
 
@@ -89,8 +92,61 @@ impl RdmaArgs {
         })
     }
 
+    /// The RDMA options given with values other than their defaults, as
+    /// they are spelled on the command line.
+    pub fn given(&self) -> Vec<&'static str> {
+        let d = RdmaArgs::default();
+        let mut given = Vec::new();
+        if self.inline != d.inline {
+            given.push("--inline");
+        }
+        if self.credits != d.credits {
+            given.push("--credits");
+        }
+        if self.max_segments != d.max_segments {
+            given.push("--max-segments");
+        }
+        if self.no_remote_invalidate {
+            given.push("--no-remote-invalidate");
+        }
+        if self.no_mpa_crc {
+            given.push("--no-mpa-crc");
+        }
+        if self.capture.is_some() {
+            given.push("--capture");
+        }
+        given
+    }
+
+    /// Warns on stderr that the RDMA options given do nothing for a
+    /// `scheme` (`tcp://`) target. The run goes on.
+    pub fn warn_if_given(&self, scheme: &str) {
+        let given = self.given();
+        if !given.is_empty() {
+            eprintln!(
+                "rpcrdma: warning: {} {} RDMA-only, ignored for {scheme} URLs{}",
+                given.join(", "),
+                if given.len() == 1 { "is" } else { "are" },
+                if self.capture.is_some() {
+                    " (no capture file is written)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+
     /// A software iWARP device, capturing to `--capture` if given.
     pub fn device(&self) -> anyhow::Result<iwarp::Device> {
+        self.device_with_handshake(None)
+    }
+
+    /// [`device`](Self::device), with the MPA handshake bounded by
+    /// `handshake` instead of the provider's default (10 s) if given.
+    pub fn device_with_handshake(
+        &self,
+        handshake: Option<std::time::Duration>,
+    ) -> anyhow::Result<iwarp::Device> {
         let capture = match &self.capture {
             Some(path) => Some(
                 iwarp::capture::Capture::create(path)
@@ -101,6 +157,7 @@ impl RdmaArgs {
         let defaults = iwarp::Config::default();
         Ok(iwarp::Device::new(iwarp::Config {
             capture,
+            handshake_timeout: handshake.unwrap_or(defaults.handshake_timeout),
             mpa: iwarp::MpaConfig {
                 crc: !self.no_mpa_crc,
                 ..defaults.mpa

@@ -96,12 +96,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..Default::default()
     });
     let dispatcher = Arc::new(Dispatcher::builder().service(service).build());
-    let about = format!(
+    let mut about = format!(
         "RDMATEST program {:#x}, version {}, max data {}",
         rdmatest::PROGRAM,
         rdmatest::VERSION,
         format_size(args.max_data.into())
     );
+    if !args.listen.is_empty() && args.max_data > rdmatest::proto::DEFAULT_MAX_DATA {
+        // The RPC-over-RDMA requester sizes its Write and Reply chunks for
+        // the default maximum: more does not fit, whatever the server allows.
+        let warning = format!(
+            "warning: over RPC-over-RDMA only up to {} works (the requester's chunks hold no more; larger calls fail with ERR_CHUNK)",
+            format_size(rdmatest::proto::DEFAULT_MAX_DATA.into())
+        );
+        eprintln!("rpcrdma: {warning}");
+        about.push_str(&format!("; {warning}"));
+    }
 
     // Every listener of every transport becomes one `Running` server; a new
     // transport adds its option to the `listeners` group and a `start_*`.

@@ -48,7 +48,10 @@ pub fn parse_size_nonzero(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Formats a byte count for people: `512 B`, `4 KiB`, `16 MiB`, `1.5 MiB`.
+/// Formats a byte count for people: `512 B`, `4 KiB`, `16 MiB`; a count
+/// that is not a whole number of its unit also gets its exact bytes, so it
+/// never looks exact when it is not: `1.50 MiB (1572864 B)`,
+/// `16.00 MiB (16777217 B)`.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (name, scale) in UNITS {
@@ -56,7 +59,7 @@ pub fn format_size(bytes: u64) -> String {
             return if bytes.is_multiple_of(scale) {
                 format!("{} {name}", bytes / scale)
             } else {
-                format!("{:.2} {name}", bytes as f64 / scale as f64)
+                format!("{:.2} {name} ({bytes} B)", bytes as f64 / scale as f64)
             };
         }
     }
@@ -95,6 +98,8 @@ mod tests {
         assert_eq!(format_size(0), "0 B");
         assert_eq!(format_size(4096), "4 KiB");
         assert_eq!(format_size(16 << 20), "16 MiB");
-        assert_eq!(format_size(1536 * 1024), "1.50 MiB");
+        assert_eq!(format_size(1536 * 1024), "1.50 MiB (1572864 B)");
+        assert_eq!(format_size(16777217), "16.00 MiB (16777217 B)");
+        assert_eq!(format_size(1000), "1000 B");
     }
 }

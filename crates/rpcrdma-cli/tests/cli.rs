@@ -2,6 +2,11 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
 use common::{call_ok, rpcrdma, Server};
 
 #[test]
@@ -65,7 +70,11 @@ fn get_above_the_maximum_answers_status_1() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
     assert!(stderr.contains("status 1"), "stderr: {stderr}");
-    assert!(stderr.contains("GET 1.00 MiB via tcp://"), "{stderr}");
+    // Not a whole number of MiB: the exact byte count is shown too (C12-9).
+    assert!(
+        stderr.contains("GET 1.00 MiB (1049600 B) via tcp://"),
+        "{stderr}"
+    );
     // The server is unharmed.
     assert!(server.is_running());
     call_ok(&server.url(), &["null"]);
@@ -74,6 +83,8 @@ fn get_above_the_maximum_answers_status_1() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
     assert!(stderr.contains("GARBAGE_ARGS"), "stderr: {stderr}");
+    // ... with a hint at the cause (C12-14).
+    assert!(stderr.contains("--max-data"), "stderr: {stderr}");
 }
 
 #[test]
@@ -169,4 +180,311 @@ fn two_tcp_listeners() {
         call_ok(&format!("tcp://{addr}"), &["get2", "10", "20"]);
     }
     assert_eq!(server.stop("TERM").code(), Some(0));
+}
+
+/// Runs `rpcrdma ARGS...`, killed (and the test failed) if it takes longer
+/// than `limit`; returns the output and how long it took.
+fn run_bounded(args: &[&str], limit: Duration) -> (std::process::Output, Duration) {
+    let start = Instant::now();
+    let mut child = Command::new(common::BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rpcrdma");
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            return (out, start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rpcrdma {args:?} still running after {limit:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A TCP listener that accepts connections and reads them. It answers the
+/// first `answered` RPC records of each connection with an accepted,
+/// successful, empty reply, then never answers again.
+fn fake_server(answered: usize) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                loop {
+                    // One single-fragment record: mark, then the call.
+                    let mut mark = [0u8; 4];
+                    if conn.read_exact(&mut mark).is_err() {
+                        return;
+                    }
+                    let len = (u32::from_be_bytes(mark) & 0x7fff_ffff) as usize;
+                    let mut call = vec![0u8; len];
+                    if conn.read_exact(&mut call).is_err() {
+                        return;
+                    }
+                    seen += 1;
+                    if seen <= answered {
+                        // xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS.
+                        let mut reply = vec![0x80, 0, 0, 24];
+                        reply.extend_from_slice(&call[..4]);
+                        reply.extend_from_slice(&[0, 0, 0, 1]);
+                        reply.extend_from_slice(&[0u8; 16]);
+                        if conn.write_all(&reply).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.trim().lines().count(), 1, "not one line: {stdout:?}");
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout:?}"))
+}
+
+/// C12-1, C12-5: a server that accepts but never answers: the first NULL
+/// times out (10 s), the run ends with exit 1 and still one JSON object.
+#[test]
+fn bench_against_a_silent_server_ends_with_json() {
+    let addr = fake_server(0);
+    let url = format!("tcp://{addr}");
+    let (out, took) = run_bounded(
+        &["bench", &url, "--seconds", "1", "--json"],
+        Duration::from_secs(40),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(25), "{took:?}");
+    let v = json_of(&out);
+    assert_eq!(v["ops"], 0, "{v}");
+    assert!(v["errors"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["first_error"].as_str().unwrap().contains("NULL"), "{v}");
+    assert_eq!(v["ops_per_sec"], 0.0, "{v}");
+    assert_eq!(v["bytes_per_sec"], 0.0, "{v}");
+    for key in ["p50", "p99", "p999", "min", "max", "mean"] {
+        assert!(v["latency_us"][key].is_null(), "{key}: {v}");
+    }
+    assert!(stderr.contains("rpcrdma: error: NULL via"), "{stderr}");
+}
+
+/// C12-5: nothing listening: one JSON object too.
+#[test]
+fn bench_json_when_connecting_fails() {
+    let (out, _) = run_bounded(
+        &["bench", "tcp://127.0.0.1:1", "--seconds", "1", "--json"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v = json_of(&out);
+    assert_eq!(v["ops"], 0, "{v}");
+    assert_eq!(v["errors"], 1, "{v}");
+    assert!(
+        v["first_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot connect"),
+        "{v}"
+    );
+    assert!(v["latency_us"]["p50"].is_null(), "{v}");
+}
+
+/// C12-2: the server answers the first NULL, then goes silent: the run
+/// still ends near --seconds (plus the 2 s grace), the unanswered call is
+/// an error, and the rates are over the measured second.
+#[test]
+fn bench_ends_near_its_seconds_when_the_server_goes_silent() {
+    let addr = fake_server(1);
+    let url = format!("tcp://{addr}");
+    let (out, took) = run_bounded(
+        &["bench", &url, "--seconds", "1", "--depth", "2", "--json"],
+        Duration::from_secs(40),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    let v = json_of(&out);
+    assert_eq!(v["errors"], 2, "{v}");
+    assert_eq!(v["ops"], 2, "{v}");
+    let secs = v["seconds"].as_f64().unwrap();
+    assert!((0.9..1.5).contains(&secs), "{v}");
+    assert!(
+        v["first_error"].as_str().unwrap().contains("no reply"),
+        "{v}"
+    );
+    assert!(v["latency_us"]["p50"].is_null(), "{v}");
+}
+
+/// C12-3, C12-15: out-of-range numbers are usage errors (exit 2), never
+/// a panic; negative numbers are reported as invalid values.
+#[test]
+fn range_errors_are_usage_errors() {
+    let cases: &[&[&str]] = &[
+        &["call", "tcp://127.0.0.1:1", "--timeout", "1e20", "null"],
+        &["call", "tcp://127.0.0.1:1", "--timeout", "NaN", "null"],
+        &["call", "tcp://127.0.0.1:1", "--timeout", "-1", "null"],
+        &["call", "tcp://127.0.0.1:1", "null", "--timeout", "0"],
+        &["bench", "tcp://127.0.0.1:1", "--seconds", "0"],
+        &["bench", "tcp://127.0.0.1:1", "--seconds", "-1"],
+        &["bench", "tcp://127.0.0.1:1", "--seconds", "1e20"],
+        &["bench", "tcp://127.0.0.1:1", "--depth", "0"],
+        &["bench", "tcp://127.0.0.1:1", "--depth", "-3"],
+        &["bench", "tcp://127.0.0.1:1", "--connections", "0"],
+        &["demo", "--bench-seconds", "0"],
+        &[
+            "--log",
+            "rpcrdma=notalevel",
+            "call",
+            "tcp://127.0.0.1:1",
+            "null",
+        ],
+    ];
+    for args in cases {
+        let out = rpcrdma(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("invalid value"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("unexpected argument"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// C12-6: no colour codes in logs written to a pipe.
+#[test]
+fn logs_have_no_colour_codes_in_a_pipe() {
+    // ONC RPC over TCP to an RPC-over-RDMA listener: the iWARP side resets
+    // the connection and the TCP client logs a WARN line.
+    let server = Server::start_rdma(&[]);
+    let url = format!("tcp://{}", server.rdma.unwrap());
+    let out = rpcrdma(&["call", &url, "--timeout", "10", "null"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("WARN"), "no log line to check: {stderr}");
+    assert!(!stderr.contains('\x1b'), "{stderr:?}");
+}
+
+/// C12-7, C12-8: no successful call: latency null / n/a; the human
+/// summary always has the payload rate and the CPU lines.
+#[test]
+fn bench_without_successful_calls_has_no_latency() {
+    let server = Server::start(&["--max-data", "4k"]);
+    let args = |json: bool| {
+        let mut a = vec![
+            "bench".to_string(),
+            server.url(),
+            "--proc".into(),
+            "get".into(),
+            "--size".into(),
+            "8k".into(),
+            "--seconds".into(),
+            "0.3".into(),
+        ];
+        if json {
+            a.push("--json".into());
+        }
+        a
+    };
+    let a = args(true);
+    let out = rpcrdma(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(1));
+    let v = json_of(&out);
+    assert!(v["errors"].as_u64().unwrap() > 0, "{v}");
+    for key in ["p50", "p99", "p999", "min", "max", "mean"] {
+        assert!(v["latency_us"][key].is_null(), "{key}: {v}");
+    }
+    let a = args(false);
+    let out = rpcrdma(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout.contains("latency      n/a"), "{stdout}");
+    assert!(stdout.contains("MB/s"), "{stdout}");
+    assert!(stdout.contains("CPU-s per GB n/a (no payload)"), "{stdout}");
+    assert!(stdout.contains("CPU-µs per call"), "{stdout}");
+
+    // A successful NULL run keeps its numbers, and shows payload and
+    // CPU per GB too.
+    let out = rpcrdma(&["bench", &server.url(), "--seconds", "0.2", "--calls", "50"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("p50 "), "{stdout}");
+    assert!(!stdout.contains("latency      n/a"), "{stdout}");
+    assert!(stdout.contains("payload      0.0 MB/s"), "{stdout}");
+    assert!(stdout.contains("CPU-s per GB n/a (no payload)"), "{stdout}");
+    let out = rpcrdma(&[
+        "bench",
+        &server.url(),
+        "--seconds",
+        "0.2",
+        "--calls",
+        "50",
+        "--json",
+    ]);
+    let v = json_of(&out);
+    assert!(v["latency_us"]["p50"].as_u64().is_some(), "{v}");
+}
+
+/// C12-14: SLEEP above the server's 60 s gets a hint.
+#[test]
+fn garbage_args_hint_for_long_sleep() {
+    let server = Server::start(&[]);
+    let out = rpcrdma(&["call", &server.url(), "sleep", "60001"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("GARBAGE_ARGS"), "{stderr}");
+    assert!(stderr.contains("at most 60000 ms"), "{stderr}");
+}
+
+/// C12-17: RDMA-only options with tcp:// warn (the call still runs);
+/// C12-4: options may follow the procedure and its arguments.
+#[test]
+fn rdma_options_with_tcp_warn() {
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("x.pcap");
+    let out = rpcrdma(&[
+        "call",
+        &server.url(),
+        "get",
+        "1k",
+        "--capture",
+        pcap.to_str().unwrap(),
+        "--inline",
+        "1k",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: --inline, --capture are RDMA-only"),
+        "{stderr}"
+    );
+    assert!(!pcap.exists());
+    let out = rpcrdma(&[
+        "bench",
+        &server.url(),
+        "--seconds",
+        "0.2",
+        "--calls",
+        "5",
+        "--credits",
+        "4",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("--credits is RDMA-only"), "{stderr}");
 }

@@ -245,6 +245,8 @@ fn demo_exits_zero() {
         "Long Call",
         "Long Reply",
         "RDMA/TCP",
+        "RDMA_ERROR (ERR_CHUNK)",
+        "TransportError::ErrChunk",
         "All calls verified",
     ] {
         assert!(stdout.contains(needle), "no {needle:?} in\n{stdout}");
@@ -329,4 +331,47 @@ fn mpa_crc_can_be_turned_off_by_both_ends() {
         assert_eq!(mpa_flags(&pcap, b"MPA ID Rep Frame") & C != 0, crc);
     }
     assert_eq!(server.stop("TERM").code(), Some(0));
+}
+
+/// C12-4: the RDMA options may follow the procedure and its arguments.
+#[test]
+fn rdma_options_after_the_procedure() {
+    let server = Server::start_rdma(&[]);
+    let url = server.rdma_url();
+    let out = call_ok(&url, &["get", "100k", "--no-remote-invalidate"]);
+    assert!(out.contains("invalidation: 0 remote, 1 local"), "{out}");
+    let out = call_ok(&url, &["echo", "2k", "--inline", "1k", "--credits", "4"]);
+    assert!(out.contains("Long Call"), "{out}");
+    assert!(out.contains("inline 1024/"), "{out}");
+    let out = call_ok(
+        &url,
+        &["get2", "1k", "2k", "--max-segments", "8", "--no-mpa-crc"],
+    );
+    assert!(out.contains("Write chunk 1: 2 KiB"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("after.pcap");
+    call_ok(&url, &["null", "--capture", path.to_str().unwrap()]);
+    assert!(std::fs::metadata(&path).unwrap().len() > 0);
+}
+
+/// C12-10: a failed call still shows what went on the wire.
+#[test]
+fn failed_call_shows_the_wire() {
+    let server = Server::start_rdma(&["--max-data", "1MiB"]);
+    let out = rpcrdma(&["call", &server.rdma_url(), "get", "2M"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stdout.contains("on the wire:"), "{stdout}");
+    assert!(stdout.contains("Write chunk 0 unused"), "{stdout}");
+    assert!(stderr.contains("status 1"), "{stderr}");
+
+    // More segments than the server takes: RDMA_ERROR (ERR_CHUNK).
+    let server = Server::start_rdma(&["--max-segments", "4"]);
+    let out = rpcrdma(&["call", &server.rdma_url(), "put", "5MiB"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stdout.contains("RDMA_ERROR (ERR_CHUNK)"), "{stdout}");
+    assert!(stderr.contains("ERR_CHUNK"), "{stderr}");
 }

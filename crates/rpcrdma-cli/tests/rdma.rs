@@ -375,3 +375,53 @@ fn failed_call_shows_the_wire() {
     assert!(stdout.contains("RDMA_ERROR (ERR_CHUNK)"), "{stdout}");
     assert!(stderr.contains("ERR_CHUNK"), "{stderr}");
 }
+
+/// C12-13: `call --timeout` also bounds the MPA handshake, above the
+/// provider's 10 s default too: against a listener that accepts and never
+/// answers, `--timeout 11` gives up after 11 s, not 10.
+#[test]
+fn call_timeout_bounds_the_mpa_handshake() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let url = format!("rdma://{addr}");
+    let start = std::time::Instant::now();
+    let out = rpcrdma(&["call", &url, "--timeout", "11", "null"]);
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("MPA"), "{stderr}");
+    assert!(
+        took >= std::time::Duration::from_millis(10_700)
+            && took < std::time::Duration::from_secs(20),
+        "{took:?}"
+    );
+}
+
+/// C12-12: --max-data above 16 MiB with an RDMA listener is announced with
+/// a warning (the line still says `listening`); TCP alone has none.
+#[test]
+fn serve_warns_about_max_data_above_16_mib_over_rdma() {
+    let server = Server::serve(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tcp-listen",
+        "127.0.0.1:0",
+        "--max-data",
+        "100MiB",
+    ]);
+    assert!(server.line.contains("max data 100 MiB"), "{}", server.line);
+    assert!(server.line.contains("warning"), "{}", server.line);
+    assert!(server.line.contains("only up to 16 MiB"), "{}", server.line);
+    call_ok(&server.url(), &["echo", "17MiB"]);
+    let server = Server::start(&["--max-data", "100MiB"]);
+    assert!(!server.line.contains("warning"), "{}", server.line);
+}

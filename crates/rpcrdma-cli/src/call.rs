@@ -51,33 +51,34 @@ enum Procedure {
     /// ECHO (1): send SIZE bytes of pattern data, check the same bytes return.
     Echo {
         /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
-        #[arg(value_parser = parse_size_u32)]
+        #[arg(value_parser = parse_size_u32, allow_negative_numbers = true)]
         size: u32,
     },
     /// PUT (2): send SIZE bytes, check the server's length and CRC-32C.
     Put {
         /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
-        #[arg(value_parser = parse_size_u32)]
+        #[arg(value_parser = parse_size_u32, allow_negative_numbers = true)]
         size: u32,
     },
     /// GET (3): fetch SIZE bytes of pattern data and check every byte.
     Get {
         /// Data size: bytes, or with a unit (4k, 1M, 16MiB).
-        #[arg(value_parser = parse_size_u32)]
+        #[arg(value_parser = parse_size_u32, allow_negative_numbers = true)]
         size: u32,
     },
     /// GET2 (4): fetch two pattern items A and B around a marker; check all.
     Get2 {
         /// Size of the first item.
-        #[arg(value_parser = parse_size_u32)]
+        #[arg(value_parser = parse_size_u32, allow_negative_numbers = true)]
         a: u32,
         /// Size of the second item.
-        #[arg(value_parser = parse_size_u32)]
+        #[arg(value_parser = parse_size_u32, allow_negative_numbers = true)]
         b: u32,
     },
     /// SLEEP (5): the server waits MS milliseconds before replying.
     Sleep {
         /// Milliseconds.
+        #[arg(allow_negative_numbers = true)]
         ms: u32,
     },
 }

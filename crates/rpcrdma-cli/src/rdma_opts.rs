@@ -19,19 +19,19 @@ pub struct RdmaArgs {
     /// RDMA: inline threshold in bytes, both directions (RFC 8797 private
     /// data; multiples of 1024 from 1 KiB to 256 KiB). Messages larger than
     /// this move their data in chunks.
-    #[arg(long, global = true, value_name = "SIZE", default_value = "4096", value_parser = parse_size_u32)]
+    #[arg(long, global = true, value_name = "SIZE", default_value = "4096", value_parser = parse_inline, allow_negative_numbers = true)]
     pub inline: u32,
 
     /// RDMA: credits (requester: asked for; responder: granted), i.e. calls
     /// in flight per connection.
-    #[arg(long, global = true, value_name = "N", default_value_t = 128)]
+    #[arg(long, global = true, value_name = "N", default_value = "128", value_parser = parse_credits, allow_negative_numbers = true)]
     pub credits: u32,
 
     /// RDMA: segments per chunk (each at most 1 MiB). The default, 32,
     /// lets a 16 MiB ECHO travel as a Long Call and Long Reply (the
     /// transport's own default is 16). Both sides must allow the segments
     /// the other sends.
-    #[arg(long, global = true, value_name = "N", default_value_t = 32)]
+    #[arg(long, global = true, value_name = "N", default_value = "32", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_segments: u32,
 
     /// RDMA: do not advertise or use remote invalidation (RFC 8797 §6);
@@ -65,8 +65,28 @@ impl Default for RdmaArgs {
     }
 }
 
+/// `--inline`: a size that RFC 8797 private data can convey.
+fn parse_inline(text: &str) -> Result<u32, String> {
+    let n = parse_size_u32(text)?;
+    if !(1024..=256 * 1024).contains(&n) || !n.is_multiple_of(1024) {
+        return Err(format!(
+            "{n}: RFC 8797 conveys multiples of 1024 bytes from 1 KiB to 256 KiB"
+        ));
+    }
+    Ok(n)
+}
+
+/// `--credits`: 1 ..= [`rpcrdma::MAX_CREDITS`].
+fn parse_credits(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if (1..=rpcrdma::MAX_CREDITS).contains(&n) => Ok(n),
+        _ => Err(format!("expected 1 to {}", rpcrdma::MAX_CREDITS)),
+    }
+}
+
 impl RdmaArgs {
-    /// The transport configuration these options describe.
+    /// The transport configuration these options describe (the values are
+    /// checked again here for callers that build `RdmaArgs` themselves).
     pub fn config(&self) -> anyhow::Result<RdmaConfig> {
         if !(1024..=256 * 1024).contains(&self.inline) || !self.inline.is_multiple_of(1024) {
             anyhow::bail!(

@@ -65,7 +65,7 @@ pub struct ServeArgs {
     max_fragment: Option<usize>,
 
     /// Calls of one connection executed concurrently.
-    #[arg(long, value_name = "N", default_value_t = 128)]
+    #[arg(long, value_name = "N", default_value = "128", value_parser = crate::values::at_least_one, allow_negative_numbers = true)]
     max_calls_per_connection: usize,
 
     /// Register the listeners with the local rpcbind (127.0.0.1:111) under

@@ -344,6 +344,18 @@ fn range_errors_are_usage_errors() {
         &["bench", "tcp://127.0.0.1:1", "--depth", "-3"],
         &["bench", "tcp://127.0.0.1:1", "--connections", "0"],
         &["demo", "--bench-seconds", "0"],
+        &["call", "tcp://127.0.0.1:1", "--inline", "1000", "null"],
+        &["call", "tcp://127.0.0.1:1", "null", "--credits", "0"],
+        &["call", "tcp://127.0.0.1:1", "null", "--max-segments", "-1"],
+        &["call", "tcp://127.0.0.1:1", "sleep", "-5"],
+        &["call", "tcp://127.0.0.1:1", "get", "-1"],
+        &[
+            "serve",
+            "--tcp-listen",
+            "127.0.0.1:0",
+            "--max-calls-per-connection",
+            "0",
+        ],
         &[
             "--log",
             "rpcrdma=notalevel",

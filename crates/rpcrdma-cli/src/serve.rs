@@ -12,7 +12,8 @@
 //! in-flight calls finish (RDMA: up to the transport's shutdown grace, 5 s),
 //! then closes its connections. Meanwhile the rpcbind mappings (if
 //! `--rpcbind`) are removed, within [`UNREGISTER_LIMIT`] in all, so a hung
-//! rpcbind cannot hold the exit up. Then the process exits 0.
+//! rpcbind cannot hold the exit up. Then the process exits 0. A second
+//! signal during the wait exits at once with status 1.
 //!
 //! rpcbind holds one address per (program, version, netid): with several
 //! listeners of one netid (two `--listen` on IPv4, say), only the first is
@@ -189,18 +190,27 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let mut result = Ok(());
-    for server in running {
-        let outcome = server
-            .task
-            .await
-            .with_context(|| format!("server {} panicked", server.name))
-            .and_then(|r| r.with_context(|| format!("server {} failed", server.name)));
-        if let Err(e) = outcome {
-            result = result.and(Err(e));
+    let drain = async {
+        let mut result = Ok(());
+        for server in running {
+            let outcome = server
+                .task
+                .await
+                .with_context(|| format!("server {} panicked", server.name))
+                .and_then(|r| r.with_context(|| format!("server {} failed", server.name)));
+            if let Err(e) = outcome {
+                result = result.and(Err(e));
+            }
+        }
+        result
+    };
+    // A second signal while calls drain: exit now (status 1), dropping them.
+    tokio::select! {
+        result = drain => result,
+        second = stop.recv() => {
+            anyhow::bail!("{second} again during shutdown: exiting without waiting for calls in progress")
         }
     }
-    result
 }
 
 /// The bound address of the listener `m` was made for (its universal

@@ -500,3 +500,31 @@ fn rdma_options_with_tcp_warn() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("--credits is RDMA-only"), "{stderr}");
 }
+
+/// C12-16: a second SIGINT while calls in progress drain exits at once
+/// (status 1) instead of waiting for them.
+#[test]
+fn second_sigint_exits_at_once() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let slow = std::thread::spawn(move || rpcrdma(&["call", &url, "sleep", "8000"]));
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = server.pid().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    let status = server.stop("INT");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    // The call in progress was dropped, not answered.
+    let out = slow.join().unwrap();
+    assert!(!out.status.success());
+}

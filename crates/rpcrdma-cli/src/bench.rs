@@ -223,7 +223,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         max_calls: args.calls,
     };
     if let Target::Tcp { .. } = args.url {
-        args.rdma.warn_if_given("tcp://");
+        args.rdma.warn_if_given("for tcp:// URLs");
     }
     let (channels, device) = match setup(&args).await {
         Ok(ok) => ok,

@@ -114,7 +114,7 @@ pub async fn run(args: CallArgs) -> anyhow::Result<()> {
     let what = args.procedure.describe();
     let target = &args.url;
     match target {
-        Target::Tcp { .. } => args.rdma.warn_if_given("tcp://"),
+        Target::Tcp { .. } => args.rdma.warn_if_given("for tcp:// URLs"),
         Target::Rdma { .. } => {
             if args.max_fragment.is_some() {
                 eprintln!("rpcrdma: warning: --max-fragment is TCP-only, ignored for rdma:// URLs");

@@ -138,13 +138,13 @@ impl RdmaArgs {
         given
     }
 
-    /// Warns on stderr that the RDMA options given do nothing for a
-    /// `scheme` (`tcp://`) target. The run goes on.
-    pub fn warn_if_given(&self, scheme: &str) {
+    /// Warns on stderr that the RDMA options given do nothing `where`
+    /// (e.g. "for tcp:// URLs"). The run goes on.
+    pub fn warn_if_given(&self, r#where: &str) {
         let given = self.given();
         if !given.is_empty() {
             eprintln!(
-                "rpcrdma: warning: {} {} RDMA-only, ignored for {scheme} URLs{}",
+                "rpcrdma: warning: {} {} RDMA-only, ignored {where}{}",
                 given.join(", "),
                 if given.len() == 1 { "is" } else { "are" },
                 if self.capture.is_some() {

@@ -117,6 +117,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Every listener of every transport becomes one `Running` server; a new
     // transport adds its option to the `listeners` group and a `start_*`.
     let mut running = Vec::new();
+    if args.listen.is_empty() {
+        args.rdma
+            .warn_if_given("without an RPC-over-RDMA listener (--listen)");
+    }
     if !args.listen.is_empty() {
         let config = args.rdma.config()?;
         let device = args.rdma.device()?;

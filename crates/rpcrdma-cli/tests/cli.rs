@@ -499,6 +499,34 @@ fn rdma_options_with_tcp_warn() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("--credits is RDMA-only"), "{stderr}");
+    // serve without --listen warns too (and runs).
+    let mut child = Command::new(common::BIN)
+        .args([
+            "serve",
+            "--tcp-listen",
+            "127.0.0.1:0",
+            "--no-remote-invalidate",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.contains("listening"), "{line}");
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "--no-remote-invalidate is RDMA-only, ignored without an RPC-over-RDMA listener"
+        ),
+        "{stderr}"
+    );
 }
 
 /// C12-16: a second SIGINT while calls in progress drain exits at once

@@ -225,6 +225,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Target::Tcp { .. } = args.url {
         args.rdma.warn_if_given("for tcp:// URLs");
     }
+    // SIGINT (Ctrl-C) ends the measurement early: the calls in flight
+    // complete and the summary or JSON of what was measured is printed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let on_sigint = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.store(true, Relaxed);
+                eprintln!("rpcrdma: SIGINT: ending the measurement early");
+            }
+        })
+    };
     let (channels, device) = match setup(&args).await {
         Ok(ok) => ok,
         Err(e) => {
@@ -247,7 +259,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         );
         bar
     });
-    let outcome = measure(&channels, spec, progress).await;
+    let outcome = measure_until(&channels, spec, progress, stop).await;
+    on_sigint.abort();
     for ch in &channels {
         ch.close();
     }
@@ -349,6 +362,17 @@ pub async fn measure(
     spec: Spec,
     progress: Option<indicatif::ProgressBar>,
 ) -> Outcome {
+    measure_until(channels, spec, progress, Arc::new(AtomicBool::new(false))).await
+}
+
+/// [`measure`], ending early (no new calls; those in flight complete) once
+/// `stop` is set.
+pub async fn measure_until(
+    channels: &[Arc<AnyChannel>],
+    spec: Spec,
+    progress: Option<indicatif::ProgressBar>,
+    stop: Arc<AtomicBool>,
+) -> Outcome {
     let data = match spec.procedure {
         Proc::Echo | Proc::Put => rdmatest::pattern::pattern(7, spec.size as usize),
         _ => Bytes::new(),
@@ -360,7 +384,6 @@ pub async fn measure(
     let calls = Arc::new(AtomicU64::new(0));
     // Calls started, against `spec.max_calls`.
     let issued = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
     // The slowest successful call so far, microseconds (sets the grace).
     let slowest = Arc::new(AtomicU64::new(0));
     // Set when calls still in flight after the grace are to be given up.

@@ -556,3 +556,35 @@ fn second_sigint_exits_at_once() {
     let out = slow.join().unwrap();
     assert!(!out.status.success());
 }
+
+/// SIGINT during `bench` ends the measurement early and still prints the
+/// JSON object of what was measured.
+#[test]
+fn bench_sigint_prints_what_was_measured() {
+    let server = Server::start(&[]);
+    let child = Command::new(common::BIN)
+        .args(["bench", &server.url(), "--seconds", "30", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let start = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("ending the measurement early"), "{stderr}");
+    let v = json_of(&out);
+    assert!(v["ops"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["seconds"].as_f64().unwrap() < 29.0, "{v}");
+}

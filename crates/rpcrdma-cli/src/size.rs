@@ -17,6 +17,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let number: u64 = digits
         .parse()
         .map_err(|_| format!("invalid size {text:?}: number too large"))?;
+    if unit.starts_with(['.', ',']) {
+        return Err(format!(
+            "invalid size {text:?}: whole numbers only (e.g. 1536k rather than 1.5M)"
+        ));
+    }
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
@@ -84,6 +89,9 @@ mod tests {
         assert!(parse_size("").is_err());
         assert!(parse_size("k").is_err());
         assert!(parse_size("4x").is_err());
+        assert!(parse_size("1.5M")
+            .unwrap_err()
+            .contains("whole numbers only"));
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("99999999999G").is_err());

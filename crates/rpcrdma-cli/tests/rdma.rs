@@ -425,3 +425,16 @@ fn serve_warns_about_max_data_above_16_mib_over_rdma() {
     let server = Server::start(&["--max-data", "100MiB"]);
     assert!(!server.line.contains("warning"), "{}", server.line);
 }
+
+/// `demo --max-segments 1` skips the steps the client cannot make with one
+/// segment per chunk (they would fail in the client, not show anything)
+/// and still exits 0.
+#[test]
+fn demo_adapts_to_max_segments_1() {
+    let out = rpcrdma(&["demo", "--no-bench", "--max-segments", "1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("skipped"), "{stdout}");
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+}

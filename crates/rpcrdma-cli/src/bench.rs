@@ -62,7 +62,7 @@ pub struct BenchArgs {
     connections: usize,
 
     /// How long to measure, in seconds (above 0, at most 86400).
-    #[arg(long, value_name = "S", default_value = "5", value_parser = values::bench_seconds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "S", default_value = "5", value_parser = values::up_to_a_day, allow_negative_numbers = true)]
     seconds: Duration,
 
     /// Stop after N calls in all (or after --seconds, whichever comes

@@ -31,7 +31,7 @@ pub struct CallArgs {
     /// Give up on connecting (RDMA: including the MPA handshake) or on the
     /// reply after this many seconds, above 0 and at most 86400 (default:
     /// 30, plus the duration of a SLEEP).
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = values::timeout, allow_negative_numbers = true)]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = values::up_to_a_day, allow_negative_numbers = true)]
     timeout: Option<Duration>,
 
     /// TCP: split the call into record-marking fragments of at most SIZE

@@ -67,7 +67,20 @@ impl Default for RdmaArgs {
 
 /// `--inline`: a size that RFC 8797 private data can convey.
 fn parse_inline(text: &str) -> Result<u32, String> {
-    let n = parse_size_u32(text)?;
+    check_inline(parse_size_u32(text)?)
+}
+
+/// `--credits`: 1 ..= [`rpcrdma::MAX_CREDITS`].
+fn parse_credits(text: &str) -> Result<u32, String> {
+    let n = text
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| format!("expected 1 to {}", rpcrdma::MAX_CREDITS))?;
+    check_credits(n)
+}
+
+/// An inline threshold RFC 8797 private data can convey.
+fn check_inline(n: u32) -> Result<u32, String> {
     if !(1024..=256 * 1024).contains(&n) || !n.is_multiple_of(1024) {
         return Err(format!(
             "{n}: RFC 8797 conveys multiples of 1024 bytes from 1 KiB to 256 KiB"
@@ -76,31 +89,20 @@ fn parse_inline(text: &str) -> Result<u32, String> {
     Ok(n)
 }
 
-/// `--credits`: 1 ..= [`rpcrdma::MAX_CREDITS`].
-fn parse_credits(text: &str) -> Result<u32, String> {
-    match text.trim().parse::<u32>() {
-        Ok(n) if (1..=rpcrdma::MAX_CREDITS).contains(&n) => Ok(n),
-        _ => Err(format!("expected 1 to {}", rpcrdma::MAX_CREDITS)),
+/// A credit count the transport accepts.
+fn check_credits(n: u32) -> Result<u32, String> {
+    if !(1..=rpcrdma::MAX_CREDITS).contains(&n) {
+        return Err(format!("{n}: expected 1 to {}", rpcrdma::MAX_CREDITS));
     }
+    Ok(n)
 }
 
 impl RdmaArgs {
     /// The transport configuration these options describe (the values are
     /// checked again here for callers that build `RdmaArgs` themselves).
     pub fn config(&self) -> anyhow::Result<RdmaConfig> {
-        if !(1024..=256 * 1024).contains(&self.inline) || !self.inline.is_multiple_of(1024) {
-            anyhow::bail!(
-                "invalid --inline {}: RFC 8797 conveys multiples of 1024 bytes from 1 KiB to 256 KiB",
-                self.inline
-            );
-        }
-        if self.credits == 0 || self.credits > rpcrdma::MAX_CREDITS {
-            anyhow::bail!(
-                "invalid --credits {}: from 1 to {}",
-                self.credits,
-                rpcrdma::MAX_CREDITS
-            );
-        }
+        check_inline(self.inline).map_err(|e| anyhow::anyhow!("invalid --inline {e}"))?;
+        check_credits(self.credits).map_err(|e| anyhow::anyhow!("invalid --credits {e}"))?;
         if self.max_segments == 0 {
             anyhow::bail!("invalid --max-segments 0");
         }

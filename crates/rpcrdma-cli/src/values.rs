@@ -19,13 +19,8 @@ fn seconds_up_to(text: &str, max: f64) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"))
 }
 
-/// `--timeout`: 0 < S <= 86400 (one day).
-pub fn timeout(text: &str) -> Result<Duration, String> {
-    seconds_up_to(text, 86_400.0)
-}
-
-/// `bench --seconds`: 0 < S <= 86400.
-pub fn bench_seconds(text: &str) -> Result<Duration, String> {
+/// `call --timeout`, `bench --seconds`: 0 < S <= 86400 (one day).
+pub fn up_to_a_day(text: &str) -> Result<Duration, String> {
     seconds_up_to(text, 86_400.0)
 }
 
@@ -51,13 +46,13 @@ mod tests {
 
     #[test]
     fn seconds() {
-        assert_eq!(timeout("1.5"), Ok(Duration::from_millis(1500)));
-        assert_eq!(timeout("86400"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(up_to_a_day("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(up_to_a_day("86400"), Ok(Duration::from_secs(86_400)));
         for bad in ["0", "-1", "1e20", "NaN", "inf", "abc", "86401"] {
-            assert!(timeout(bad).is_err(), "{bad}");
+            assert!(up_to_a_day(bad).is_err(), "{bad}");
         }
         assert!(demo_seconds("61").is_err());
-        assert!(bench_seconds("0.1").is_ok());
+        assert!(up_to_a_day("0.1").is_ok());
     }
 
     #[test]

@@ -608,8 +608,11 @@ async fn one_call<C: Channel>(
                 .unwrap_or_else(|| BytesMut::with_capacity(len));
             // Verified (length and every pattern byte) by `get_into`.
             let got = client.get_into(spec.size, seed, buf).await?;
-            if let Ok(mut b) = got.try_into_mut() {
-                b.clear();
+            // Kept as it is, not cleared: RPC-over-RDMA registers a reused
+            // buffer without zeroing it again (a cleared one would be zeroed
+            // per call, a 1 MiB memset), and the next call's new seed means
+            // stale bytes cannot verify.
+            if let Ok(b) = got.try_into_mut() {
                 *spare = Some(b);
             }
             Ok(size)

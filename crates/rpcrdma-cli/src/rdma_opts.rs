@@ -45,6 +45,14 @@ pub struct RdmaArgs {
     #[arg(long, global = true)]
     pub no_mpa_crc: bool,
 
+    /// RDMA requester: offer a 4-byte segment for the XDR pad after each
+    /// Write chunk whose result is not a multiple of 4 bytes, for servers
+    /// that need one (the RFC 5666 implementation-experience draft §3.6;
+    /// Linux's client does). Off by default, as RFC 8166 §3.4.6 asks; a
+    /// server ignores it.
+    #[arg(long, global = true)]
+    pub write_pad: bool,
+
     /// RDMA: write this process's iWARP traffic (MPA, DDP, RDMAP with
     /// synthesized Ethernet/IP/TCP headers) to a pcap file, for Wireshark
     /// or tshark.
@@ -60,6 +68,7 @@ impl Default for RdmaArgs {
             max_segments: 32,
             no_remote_invalidate: false,
             no_mpa_crc: false,
+            write_pad: false,
             capture: None,
         }
     }
@@ -110,6 +119,7 @@ impl RdmaArgs {
             credits: self.credits,
             max_segments: self.max_segments,
             remote_invalidation: !self.no_remote_invalidate,
+            write_pad: self.write_pad,
             ..RdmaConfig::default().with_inline(self.inline)
         })
     }
@@ -133,6 +143,9 @@ impl RdmaArgs {
         }
         if self.no_mpa_crc {
             given.push("--no-mpa-crc");
+        }
+        if self.write_pad {
+            given.push("--write-pad");
         }
         if self.capture.is_some() {
             given.push("--capture");

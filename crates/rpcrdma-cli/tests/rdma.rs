@@ -67,6 +67,13 @@ fn inline_threshold_and_remote_invalidation_options() {
     let out = call_ok(&url, &["--no-remote-invalidate", "get", "100k"]);
     assert!(!out.contains("remote invalidation"), "{out}");
     assert!(out.contains("invalidation: 0 remote, 1 local"), "{out}");
+    // --write-pad: an unaligned GET's Write chunk gets a second STag (the
+    // pad segment), so the call is invalidated locally; the result is exact.
+    let out = call_ok(&url, &["get", "1001", "--write-pad"]);
+    assert!(out.contains("written [1001] B"), "{out}");
+    assert!(out.contains("invalidation: 0 remote, 2 local"), "{out}");
+    let out = call_ok(&url, &["get", "1000", "--write-pad"]);
+    assert!(out.contains("invalidation: 1 remote, 0 local"), "{out}");
 }
 
 #[test]

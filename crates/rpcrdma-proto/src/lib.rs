@@ -40,7 +40,7 @@
 //! }
 //! let data = vec![7u8; 8000];
 //! let items = [Item::Xdr(head.len() as u32), Item::Ddp(8000)];
-//! let reply = ReplyShape { write_chunks: vec![], max_reduced_len: 32 };
+//! let reply = ReplyShape { write_chunks: vec![], max_reduced_len: 32, ..Default::default() };
 //! let mut plan = plan_call(xid, 32, &items, &reply, &Thresholds::default(),
 //!                          &ChunkLimits::default()).unwrap();
 //! assert_eq!(plan.kind, CallKind::Chunked);

@@ -67,7 +67,22 @@ pub struct ReplyShape {
     /// Largest reply Payload stream (RPC reply header included) when the
     /// offered Write chunks are used; results forced inline must be counted.
     pub max_reduced_len: u64,
+    /// Offer XDR roundup space after each Write chunk whose largest result
+    /// is not a multiple of 4 bytes: one more segment of [`WRITE_PAD_LEN`]
+    /// bytes, a region of its own ([`RegionSource::WritePad`]), never
+    /// holding result data. RFC 8166 §3.4.6 says a Requester SHOULD NOT
+    /// (a Responder MUST NOT write roundup), so the default is off; the
+    /// implementation-experience draft §3.6 reports a server that relies on
+    /// the extra segment being there and another that writes zeros into it,
+    /// and Linux's client offers it (a separate segment, the draft's case 2,
+    /// so that nothing after the result buffer can be overwritten). It is
+    /// left out when the data already takes every segment a chunk may have.
+    pub write_pad: bool,
 }
+
+/// Length of the XDR roundup segment [`ReplyShape::write_pad`] offers: one
+/// XDR unit, as Linux's client offers it.
+pub const WRITE_PAD_LEN: u32 = 4;
 
 impl ReplyShape {
     /// From a binding's estimate (RFC 8166 §6.2): one Write chunk per
@@ -78,6 +93,7 @@ impl ReplyShape {
         ReplyShape {
             write_chunks: est.ddp_results.clone(),
             max_reduced_len: max_rpc_reply_header + est.max_reduced_results,
+            write_pad: false,
         }
     }
 }
@@ -112,6 +128,13 @@ pub enum RegionSource {
     },
     /// A receive buffer for the reply's Reply chunk.
     ReplyChunk,
+    /// Room for the XDR roundup of Write chunk `chunk`'s result, offered as
+    /// the chunk's last segment ([`ReplyShape::write_pad`]); whatever a
+    /// Responder writes there is discarded.
+    WritePad {
+        /// Index in the Write list.
+        chunk: usize,
+    },
 }
 
 /// Remote access a region needs.
@@ -362,18 +385,39 @@ fn plan_reply_chunks(
             chunks.write_list.push(WriteChunkRepr::default());
             continue;
         }
-        // No pad space: a Responder MUST NOT write roundup (§3.4.6).
-        let (segs, refs) = write_segments(max as u64, limits, |segment| SegmentSlot::Write {
+        // No pad space unless asked for: a Responder MUST NOT write roundup
+        // (§3.4.6).
+        let (mut segs, refs) = write_segments(max as u64, limits, |segment| SegmentSlot::Write {
             chunk: ci,
             segment,
         })?;
-        chunks.write_list.push(WriteChunkRepr { segments: segs });
         regions.push(Region {
             source: RegionSource::ReplyWriteChunk { chunk: ci },
             len: max as u64,
             access: Access::RemoteWrite,
             segments: refs,
         });
+        if reply.write_pad && max % 4 != 0 && segs.len() < limits.max_segments_per_chunk as usize {
+            regions.push(Region {
+                source: RegionSource::WritePad { chunk: ci },
+                len: WRITE_PAD_LEN as u64,
+                access: Access::RemoteWrite,
+                segments: vec![SegmentRef {
+                    slot: SegmentSlot::Write {
+                        chunk: ci,
+                        segment: segs.len(),
+                    },
+                    offset: 0,
+                    len: WRITE_PAD_LEN,
+                }],
+            });
+            segs.push(Segment {
+                handle: 0,
+                length: WRITE_PAD_LEN,
+                offset: 0,
+            });
+        }
+        chunks.write_list.push(WriteChunkRepr { segments: segs });
     }
     // A Reply chunk whenever the largest reply might not fit inline (§4.3.3):
     // the reply's header echoes our Write list and an absent Reply chunk.

@@ -18,6 +18,7 @@ fn small_reply() -> ReplyShape {
     ReplyShape {
         write_chunks: vec![],
         max_reduced_len: 32,
+        ..Default::default()
     }
 }
 
@@ -141,6 +142,7 @@ fn rfc8166_s3_4_6_write_chunks_sized_for_maximum_without_pad() {
     let reply = ReplyShape {
         write_chunks: vec![10_001, 0],
         max_reduced_len: 64,
+        ..Default::default()
     };
     let limits = ChunkLimits {
         max_segments_per_chunk: 16,
@@ -179,18 +181,83 @@ fn rfc8166_s3_4_6_write_chunks_sized_for_maximum_without_pad() {
     assert_eq!(p.offered().write_list.len(), 2);
 }
 
+/// The implementation-experience draft §3.6 (case 2): with `write_pad`, a
+/// Write chunk for a result that is not a multiple of 4 gets one more
+/// 4-byte segment, a region of its own; aligned results, empty chunks, and
+/// chunks whose data already takes every allowed segment get none.
+#[test]
+fn draft_s3_6_write_pad_segment_only_for_unaligned_results() {
+    let limits = ChunkLimits {
+        max_segments_per_chunk: 3,
+        max_segment_bytes: 4096,
+    };
+    let plan = |chunks: Vec<u32>, pad: bool| {
+        let reply = ReplyShape {
+            write_chunks: chunks,
+            max_reduced_len: 64,
+            write_pad: pad,
+        };
+        plan_call(3, 8, &[Item::Xdr(48)], &reply, &TH, &limits).unwrap()
+    };
+    let lens = |p: &rpcrdma_proto::marshal::CallPlan, i: usize| {
+        p.header.chunks().unwrap().write_list[i]
+            .segments
+            .iter()
+            .map(|s| s.length)
+            .collect::<Vec<_>>()
+    };
+    // 1001 B, 4 B aligned, an empty chunk, and 3 × 4096 − 1 B (three full
+    // segments already: no room for a pad segment).
+    let p = plan(vec![1001, 4, 0, 12_287], true);
+    assert_eq!(lens(&p, 0), vec![1001, 4]);
+    assert_eq!(lens(&p, 1), vec![4]);
+    assert!(lens(&p, 2).is_empty());
+    assert_eq!(lens(&p, 3), vec![4096, 4096, 4095]);
+    let pads: Vec<_> = p
+        .regions
+        .iter()
+        .filter(|r| matches!(r.source, RegionSource::WritePad { .. }))
+        .collect();
+    assert_eq!(pads.len(), 1);
+    assert_eq!(pads[0].source, RegionSource::WritePad { chunk: 0 });
+    assert_eq!(pads[0].len, 4);
+    assert_eq!(pads[0].access, Access::RemoteWrite);
+    assert_eq!(
+        pads[0].segments[0].slot,
+        SegmentSlot::Write {
+            chunk: 0,
+            segment: 1
+        }
+    );
+    // The result's own region is unchanged: the pad never holds data.
+    let data = p
+        .regions
+        .iter()
+        .find(|r| r.source == RegionSource::ReplyWriteChunk { chunk: 0 })
+        .unwrap();
+    assert_eq!((data.len, data.segments.len()), (1001, 1));
+    // The offered chunk (what a reply is checked against) includes it.
+    assert_eq!(p.offered().write_list[0].segments.len(), 2);
+    // Off (the default): RFC 8166 §3.4.6, no pad space.
+    let p = plan(vec![1001], false);
+    assert_eq!(lens(&p, 0), vec![1001]);
+    assert_eq!(p.regions.len(), 1);
+}
+
 #[test]
 fn rfc8166_s4_3_3_reply_chunk_when_reply_may_exceed_threshold() {
     // 28-byte reply header + 996 = 1024: fits, no Reply chunk.
     let fits = ReplyShape {
         write_chunks: vec![],
         max_reduced_len: 996,
+        ..Default::default()
     };
     let p = plan_call(1, 1, &[Item::Xdr(40)], &fits, &TH, &ChunkLimits::default()).unwrap();
     assert!(p.header.chunks().unwrap().reply_chunk.is_none());
     let over = ReplyShape {
         write_chunks: vec![],
         max_reduced_len: 997,
+        ..Default::default()
     };
     let p = plan_call(1, 1, &[Item::Xdr(40)], &over, &TH, &ChunkLimits::default()).unwrap();
     let rc = p.header.chunks().unwrap().reply_chunk.clone().unwrap();

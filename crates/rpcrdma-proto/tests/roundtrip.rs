@@ -254,7 +254,7 @@ proptest! {
         prop_assume!(opaques <= 6);
         let (items, bytes, _) = build(common::rpc_call(XID, 0x2000_5244, 1, 2), &parts);
         let full = unreduced(&items, &bytes);
-        let reply = ReplyShape { write_chunks: vec![], max_reduced_len: 64 };
+        let reply = ReplyShape { write_chunks: vec![], max_reduced_len: 64, ..Default::default() };
         let mut plan = match plan_call(XID, 32, &items, &reply, &th, &lim) {
             Ok(p) => p,
             Err(PlanError::TooManySegments { len, max }) => {

@@ -136,6 +136,7 @@ fn frames() -> Vec<Frame> {
     let reply = ReplyShape {
         write_chunks: vec![],
         max_reduced_len: 32,
+        ..Default::default()
     };
     let mut p = plan_call(xid, 32, &items, &reply, &th, &lim).unwrap();
     assert_eq!(p.kind, CallKind::Chunked);
@@ -228,6 +229,7 @@ fn frames() -> Vec<Frame> {
     let reply = ReplyShape {
         write_chunks: vec![],
         max_reduced_len: 3028,
+        ..Default::default()
     };
     let mut p = plan_call(xid, 32, &items, &reply, &th, &lim).unwrap();
     assert_eq!(p.kind, CallKind::Long);

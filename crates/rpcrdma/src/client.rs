@@ -81,6 +81,9 @@ pub struct ClientStats {
     pub silent_disconnects: AtomicU64,
     /// Calls completed (successfully or with an RPC-level error).
     pub completed: AtomicU64,
+    /// XDR roundup segments offered after Write chunks
+    /// ([`RdmaConfig::write_pad`]).
+    pub write_pads: AtomicU64,
 }
 
 /// One connection of the client.
@@ -1044,6 +1047,7 @@ impl<D: Device> Shared<D> {
         let shape = ReplyShape {
             write_chunks,
             max_reduced_len: max_reduced,
+            write_pad: cfg.write_pad,
         };
         let mut plan = plan_call(
             xid,
@@ -1144,6 +1148,14 @@ impl<D: Device> Shared<D> {
                     (MrBuffer::Mutable(b), rw)
                 }
                 RegionSource::ReplyChunk => (MrBuffer::Mutable(BytesMut::zeroed(len)), rw),
+                // A few bytes per call, registered and invalidated with the
+                // call like every other region (Linux keeps one pad region
+                // per connection instead, which it must then keep out of
+                // remote invalidation). Never part of the result.
+                RegionSource::WritePad { .. } => {
+                    self.stats.write_pads.fetch_add(1, Relaxed);
+                    (MrBuffer::Mutable(BytesMut::zeroed(len)), rw)
+                }
             };
             let source = r.source;
             let segments = r.segments.clone();

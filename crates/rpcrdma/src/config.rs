@@ -65,6 +65,13 @@ pub struct RdmaConfig {
     pub reconnect: Backoff,
     /// Advertise (and use) remote invalidation, RFC 8797 §6 (default on).
     pub remote_invalidation: bool,
+    /// Requester: offer XDR roundup space after each Write chunk whose
+    /// largest result is not a multiple of 4, as one more 4-byte segment
+    /// (default off, as RFC 8166 §3.4.6 asks). For servers that read RFC
+    /// 5666 §3.7 as the implementation-experience draft §3.6 reports: one
+    /// relies on the extra segment, another writes zeros into it. Linux's
+    /// client offers it. See [`ReplyShape::write_pad`](rpcrdma_proto::marshal::ReplyShape::write_pad).
+    pub write_pad: bool,
     /// ORD: RDMA Reads this side keeps in flight as a responder (default 16).
     pub ord: u16,
     /// IRD: RDMA Reads the peer may have in flight at this side (default 16).
@@ -161,6 +168,7 @@ impl Default for RdmaConfig {
             call_timeout: Duration::from_secs(30),
             reconnect: Backoff::default(),
             remote_invalidation: true,
+            write_pad: false,
             ord: 16,
             ird: 16,
             reply_overhead: 512,

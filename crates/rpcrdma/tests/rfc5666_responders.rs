@@ -27,6 +27,11 @@ enum Mode {
     Exact,
     /// RFC 5666 §3.7: the returned length includes the XDR roundup.
     Rounded,
+    /// The servers of the draft's §3.6: a Write chunk for a result that is
+    /// not a multiple of 4 must carry a segment for the XDR pad (else GET
+    /// fails, the chunk returned unused), and zeros are written into it and
+    /// counted in the returned length.
+    PadSegment,
     /// GET fails (status 1); the Write chunk returned with no segments.
     FailZeroCount,
     /// GET fails; the Write chunk returned as offered.
@@ -56,10 +61,54 @@ fn answer(
         .get(0)
         .expect("a Write chunk");
     let seg = chunk.segments().next().unwrap();
+    let pad_seg = chunk.segments().nth(1);
     let mut keep = Vec::new();
     let mut w = vec![xid, 1, 8, 0, 0]; // RDMA_MSG, grant 8, empty Read list
     let mode = if len <= 5 { Mode::Exact } else { mode };
+    let pad = (4 - len % 4) % 4;
+    let mode = match (mode, pad_seg) {
+        (Mode::PadSegment, None) if pad > 0 => Mode::FailZeroLen,
+        (m, _) => m,
+    };
     let results = match mode {
+        Mode::PadSegment => {
+            let mut data = rdmatest::pattern::pattern(seed, len as usize).to_vec();
+            data.resize((len + pad) as usize, 0);
+            let mr = pd
+                .register(MrBuffer::Frozen(data.into()), Access::NONE)
+                .unwrap();
+            qp.post_send(SendWr::write(
+                2 * n,
+                vec![Sge::new(mr.lkey(), 0, len)],
+                RemoteAddr {
+                    rkey: seg.handle,
+                    offset: seg.offset,
+                },
+            ))
+            .ok()?;
+            w.extend([1, 1 + u32::from(pad > 0)]);
+            w.extend([
+                seg.handle,
+                len,
+                (seg.offset >> 32) as u32,
+                seg.offset as u32,
+            ]);
+            if let (Some(p), true) = (pad_seg, pad > 0) {
+                // The zeros of the XDR pad, into the pad segment.
+                qp.post_send(SendWr::write(
+                    2 * n + 1_000_000,
+                    vec![Sge::new(mr.lkey(), u64::from(len), pad)],
+                    RemoteAddr {
+                        rkey: p.handle,
+                        offset: p.offset,
+                    },
+                ))
+                .ok()?;
+                w.extend([p.handle, pad, (p.offset >> 32) as u32, p.offset as u32]);
+            }
+            keep.push(mr);
+            vec![0, len]
+        }
         Mode::Exact | Mode::Rounded => {
             let data = rdmatest::pattern::pattern(seed, len as usize);
             let mr = pd.register(MrBuffer::Frozen(data), Access::NONE).unwrap();
@@ -119,8 +168,14 @@ fn answer(
 /// of 5 bytes on the same connection: the first result (`Ok(len)` or the
 /// error's text) and the client's reconnect count.
 async fn get_then_get(mode: Mode, len: u32) -> (Result<usize, String>, u64) {
+    get_then_get_with(mode, len, false).await
+}
+
+/// [`get_then_get`] with [`RdmaConfig::write_pad`] as given.
+async fn get_then_get_with(mode: Mode, len: u32, write_pad: bool) -> (Result<usize, String>, u64) {
     let cfg = RdmaConfig {
         call_timeout: Duration::from_secs(2),
+        write_pad,
         ..Default::default()
     };
     let c = stand_in::client_of(cfg, move |req, dev, _| {
@@ -164,4 +219,27 @@ async fn unused_write_chunk_in_every_returned_form_completes_the_call() {
         assert!(e.contains("status"), "{mode:?}: {e}");
         assert_eq!(reconnects, 0, "{mode:?}");
     }
+}
+
+/// The draft's §3.6 servers need the pad segment: with `write_pad` the
+/// requester offers it for unaligned results, the zeros written into it are
+/// not part of the result (and the returned length that counts them is
+/// read as RFC 5666 §3.7's roundup); aligned results need none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_pad_segment_for_servers_that_need_it() {
+    for len in [4097, 4098, 4099] {
+        assert_eq!(
+            get_then_get_with(Mode::PadSegment, len, true).await,
+            (Ok(len as usize), 0),
+            "{len}"
+        );
+    }
+    assert_eq!(
+        get_then_get_with(Mode::PadSegment, 4096, true).await,
+        (Ok(4096), 0)
+    );
+    // Without it (the default) such a server cannot answer an unaligned GET.
+    let (first, reconnects) = get_then_get_with(Mode::PadSegment, 4097, false).await;
+    assert!(first.expect_err("no pad segment").contains("status"));
+    assert_eq!(reconnects, 0);
 }

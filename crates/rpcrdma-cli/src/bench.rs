@@ -136,6 +136,9 @@ pub struct Outcome {
     pub cpu: Duration,
     /// Latencies of successful calls, microseconds.
     pub latency: Histogram<u64>,
+    /// Ended early by SIGINT (Ctrl-C) rather than at `--seconds` or
+    /// `--calls`.
+    pub interrupted: bool,
 }
 
 impl Outcome {
@@ -149,6 +152,7 @@ impl Outcome {
             elapsed: Duration::ZERO,
             cpu: Duration::ZERO,
             latency: new_histogram(),
+            interrupted: false,
         }
     }
 
@@ -228,10 +232,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     // SIGINT (Ctrl-C) ends the measurement early: the calls in flight
     // complete and the summary or JSON of what was measured is printed.
     let stop = Arc::new(AtomicBool::new(false));
+    let interrupted = Arc::new(AtomicBool::new(false));
     let on_sigint = {
         let stop = stop.clone();
+        let interrupted = interrupted.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, Relaxed);
                 stop.store(true, Relaxed);
                 eprintln!("rpcrdma: SIGINT: ending the measurement early");
             }
@@ -259,8 +266,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         );
         bar
     });
-    let outcome = measure_until(&channels, spec, progress, stop).await;
+    let mut outcome = measure_until(&channels, spec, progress, stop).await;
     on_sigint.abort();
+    outcome.interrupted = interrupted.load(Relaxed);
     for ch in &channels {
         ch.close();
     }
@@ -543,6 +551,7 @@ pub async fn measure_until(
         elapsed,
         cpu,
         latency: total.latency,
+        interrupted: false,
     }
 }
 
@@ -650,6 +659,7 @@ pub fn to_json(o: &Outcome, spec: Spec, url: &Target, connections: usize) -> ser
         "depth": spec.depth,
         "connections": connections,
         "seconds": o.elapsed.as_secs_f64(),
+        "interrupted": o.interrupted,
         "ops": o.calls,
         "errors": o.errors,
         "first_error": o.first_error,

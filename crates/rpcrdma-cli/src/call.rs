@@ -8,7 +8,8 @@ use rdmatest::{pattern, ClientError, RdmatestClient};
 
 use crate::channel::{self, Recorder};
 use crate::rdma_opts::RdmaArgs;
-use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
+use crate::report::rdma_error_kind;
+use crate::size::{bytes_word, format_size, parse_size_nonzero, parse_size_u32};
 use crate::target::{parse_target, Target};
 use crate::values;
 
@@ -185,18 +186,6 @@ fn print_wire(reports: &[rpcrdma::CallReport]) {
     }
 }
 
-/// `ERR_CHUNK` or `ERR_VERS` when the call failed with an RDMA_ERROR.
-fn rdma_error_kind(e: &ClientError) -> Option<&'static str> {
-    let ClientError::Rpc(oncrpc::RpcError::Transport(inner)) = e else {
-        return None;
-    };
-    match inner.downcast_ref::<rpcrdma::TransportError>()? {
-        rpcrdma::TransportError::ErrChunk => Some("ERR_CHUNK"),
-        rpcrdma::TransportError::ErrVers { .. } => Some("ERR_VERS"),
-        _ => None,
-    }
-}
-
 /// Runs one procedure; returns what was verified and the payload bytes moved.
 async fn perform<C: oncrpc::Channel>(
     client: &RdmatestClient<C>,
@@ -212,7 +201,7 @@ async fn perform<C: oncrpc::Channel>(
             let data = pattern::pattern(seed, size as usize);
             let back = client.echo(data).await?;
             (
-                format!("{} bytes echoed identically", back.len()),
+                format!("{} echoed identically", bytes_word(back.len() as u64)),
                 2 * u64::from(size),
             )
         }
@@ -220,8 +209,9 @@ async fn perform<C: oncrpc::Channel>(
             let res = client.put(pattern::pattern(seed, size as usize)).await?;
             (
                 format!(
-                    "server saw {} bytes, CRC-32C {:#010x} matches",
-                    res.length, res.crc32c
+                    "server saw {}, CRC-32C {:#010x} matches",
+                    bytes_word(res.length),
+                    res.crc32c
                 ),
                 size.into(),
             )
@@ -229,7 +219,7 @@ async fn perform<C: oncrpc::Channel>(
         Procedure::Get { size } => {
             let data = client.get(size, seed).await?;
             (
-                format!("{} bytes of pattern seed {seed}", data.len()),
+                format!("{} of pattern seed {seed}", bytes_word(data.len() as u64)),
                 size.into(),
             )
         }
@@ -237,9 +227,9 @@ async fn perform<C: oncrpc::Channel>(
             let res = client.get2(a, b, seed).await?;
             (
                 format!(
-                    "a: {} bytes of pattern seed {seed}, marker 0xfeedface, b: {} bytes of pattern seed {}",
-                    res.a.len(),
-                    res.b.len(),
+                    "a: {} of pattern seed {seed}, marker 0xfeedface, b: {} of pattern seed {}",
+                    bytes_word(res.a.len() as u64),
+                    bytes_word(res.b.len() as u64),
                     seed.wrapping_add(1)
                 ),
                 u64::from(a) + u64::from(b),

@@ -1,6 +1,7 @@
 //! Human-readable summaries of what a call put on the wire, from the
 //! transport's [`CallReport`], and of errors.
 
+use rdmatest::ClientError;
 use rpcrdma::{CallKind, CallReport, ReplyMode};
 
 use crate::size::format_size;
@@ -109,6 +110,18 @@ pub fn error_chain(e: &anyhow::Error) -> String {
         last = text;
     }
     out
+}
+
+/// `ERR_CHUNK` or `ERR_VERS` when the call failed with an RDMA_ERROR.
+pub fn rdma_error_kind(e: &ClientError) -> Option<&'static str> {
+    let ClientError::Rpc(oncrpc::RpcError::Transport(inner)) = e else {
+        return None;
+    };
+    match inner.downcast_ref::<rpcrdma::TransportError>()? {
+        rpcrdma::TransportError::ErrChunk => Some("ERR_CHUNK"),
+        rpcrdma::TransportError::ErrVers { .. } => Some("ERR_VERS"),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

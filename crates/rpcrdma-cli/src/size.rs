@@ -71,9 +71,26 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// `n` with the word "byte", singular or plural: "1 byte", "2 bytes".
+pub fn bytes_word(n: impl Into<u64>) -> String {
+    let n = n.into();
+    if n == 1 {
+        "1 byte".into()
+    } else {
+        format!("{n} bytes")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_word_agrees_in_number() {
+        assert_eq!(bytes_word(1u32), "1 byte");
+        assert_eq!(bytes_word(0u32), "0 bytes");
+        assert_eq!(bytes_word(1001u64), "1001 bytes");
+    }
 
     #[test]
     fn sizes() {

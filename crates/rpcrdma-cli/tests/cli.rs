@@ -587,4 +587,5 @@ fn bench_sigint_prints_what_was_measured() {
     let v = json_of(&out);
     assert!(v["ops"].as_u64().unwrap() > 0, "{v}");
     assert!(v["seconds"].as_f64().unwrap() < 29.0, "{v}");
+    assert_eq!(v["interrupted"], true, "{v}");
 }

@@ -180,6 +180,7 @@ fn bench_json_over_both_transports() {
     let bytes = v["bytes_per_sec"].as_f64().unwrap() * v["seconds"].as_f64().unwrap();
     assert!((bytes / ops - 262_144.0).abs() < 1.0, "{v}");
     assert!(v["cpu_sec_per_gb"].as_f64().is_some(), "{v}");
+    assert_eq!(v["interrupted"], false, "{v}");
 
     let v = bench_json(&server.url(), &["--proc", "put", "--size", "64k"]);
     assert_eq!(v["transport"], "tcp");
@@ -444,4 +445,13 @@ fn demo_adapts_to_max_segments_1() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("skipped"), "{stdout}");
     assert!(!stdout.contains("FAILED"), "{stdout}");
+    // The last line does not claim every kind went on the wire.
+    assert!(
+        stdout.contains("Skipped with these options: unused Write chunk, RDMA_ERROR (ERR_CHUNK)."),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("every message kind went on the wire"),
+        "{stdout}"
+    );
 }

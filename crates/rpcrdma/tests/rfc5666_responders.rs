@@ -77,34 +77,13 @@ fn answer(
             let mr = pd
                 .register(MrBuffer::Frozen(data.into()), Access::NONE)
                 .unwrap();
-            qp.post_send(SendWr::write(
-                2 * n,
-                vec![Sge::new(mr.lkey(), 0, len)],
-                RemoteAddr {
-                    rkey: seg.handle,
-                    offset: seg.offset,
-                },
-            ))
-            .ok()?;
+            write(qp, 2 * n, &mr, 0, len, seg.handle, seg.offset)?;
             w.extend([1, 1 + u32::from(pad > 0)]);
-            w.extend([
-                seg.handle,
-                len,
-                (seg.offset >> 32) as u32,
-                seg.offset as u32,
-            ]);
+            w.extend(segment(seg.handle, len, seg.offset));
             if let (Some(p), true) = (pad_seg, pad > 0) {
                 // The zeros of the XDR pad, into the pad segment.
-                qp.post_send(SendWr::write(
-                    2 * n + 1_000_000,
-                    vec![Sge::new(mr.lkey(), u64::from(len), pad)],
-                    RemoteAddr {
-                        rkey: p.handle,
-                        offset: p.offset,
-                    },
-                ))
-                .ok()?;
-                w.extend([p.handle, pad, (p.offset >> 32) as u32, p.offset as u32]);
+                write(qp, 2 * n + 1_000_000, &mr, len, pad, p.handle, p.offset)?;
+                w.extend(segment(p.handle, pad, p.offset));
             }
             keep.push(mr);
             vec![0, len]
@@ -112,28 +91,14 @@ fn answer(
         Mode::Exact | Mode::Rounded => {
             let data = rdmatest::pattern::pattern(seed, len as usize);
             let mr = pd.register(MrBuffer::Frozen(data), Access::NONE).unwrap();
-            qp.post_send(SendWr::write(
-                2 * n,
-                vec![Sge::new(mr.lkey(), 0, len)],
-                RemoteAddr {
-                    rkey: seg.handle,
-                    offset: seg.offset,
-                },
-            ))
-            .ok()?;
+            write(qp, 2 * n, &mr, 0, len, seg.handle, seg.offset)?;
             keep.push(mr);
             let returned = match mode {
                 Mode::Exact => len,
                 _ => len.next_multiple_of(4),
             };
-            w.extend([
-                1,
-                1,
-                seg.handle,
-                returned,
-                (seg.offset >> 32) as u32,
-                seg.offset as u32,
-            ]);
+            w.extend([1, 1]);
+            w.extend(segment(seg.handle, returned, seg.offset));
             vec![0, len]
         }
         Mode::FailZeroCount => {
@@ -146,14 +111,8 @@ fn answer(
             } else {
                 seg.length
             };
-            w.extend([
-                1,
-                1,
-                seg.handle,
-                l,
-                (seg.offset >> 32) as u32,
-                seg.offset as u32,
-            ]);
+            w.extend([1, 1]);
+            w.extend(segment(seg.handle, l, seg.offset));
             vec![1]
         }
     };
@@ -162,6 +121,29 @@ fn answer(
     w.extend(results);
     keep.push(stand_in::send(pd, qp, 2 * n + 1, stand_in::words(&w))?);
     Some(keep)
+}
+
+/// RDMA-Writes `len` bytes of `mr` from `from` to the peer's segment.
+fn write(
+    qp: &stand_in::Qp,
+    wr_id: u64,
+    mr: &stand_in::Mr,
+    from: u32,
+    len: u32,
+    rkey: u32,
+    offset: u64,
+) -> Option<()> {
+    qp.post_send(SendWr::write(
+        wr_id,
+        vec![Sge::new(mr.lkey(), u64::from(from), len)],
+        RemoteAddr { rkey, offset },
+    ))
+    .ok()
+}
+
+/// An RDMA segment as XDR words (handle, length, 64-bit offset).
+fn segment(handle: u32, len: u32, offset: u64) -> [u32; 4] {
+    [handle, len, (offset >> 32) as u32, offset as u32]
 }
 
 /// A GET of `len` bytes against a stand-in answering as `mode`, then a GET

@@ -68,7 +68,8 @@ impl Backend {
 static CHOSEN: OnceLock<Backend> = OnceLock::new();
 
 /// The backend this process uses: `IWARP_CRC_BACKEND` when it names one,
-/// else the faster of the two on this CPU, measured once (about 0.3 ms, on
+/// else the faster of the two on this CPU (`crc-fast` only when clearly
+/// faster, see [`calibrate`]), measured once (about 0.2 ms, on
 /// first use; [`crate::Device::new`] triggers it so that no connection pays
 /// it).
 pub fn backend() -> Backend {
@@ -88,8 +89,8 @@ pub fn backend() -> Backend {
 
 /// The faster backend on this CPU: each one's median of 32 timed passes
 /// over 64 KiB (the size of a bulk FPDU), after an untimed warm-up,
-/// alternated so that a load change hits both alike; about 0.3 ms.
-/// `crc-fast` is kept only when its median is at least 10% lower (on the
+/// alternated so that a load change hits both alike; about 0.2 ms.
+/// `crc-fast` is kept only when its median is more than 10% lower (on the
 /// Intel host with AVX-512 it was ~2.5× faster; on a 2-vCPU AMD EPYC VM
 /// without it the `crc32c` crate was ~40% faster in steady state, yet
 /// `crc-fast`'s timings there varied between processes from about equal to

@@ -121,7 +121,7 @@ impl Device {
     /// A device with `cfg`.
     pub fn new(cfg: Config) -> Self {
         if cfg.mpa.crc {
-            // Choose the CRC backend now (a ~0.3 ms measurement, once per
+            // Choose the CRC backend now (a ~0.2 ms measurement, once per
             // process) rather than in the first connection's data path.
             let _ = crate::crc::backend();
         }

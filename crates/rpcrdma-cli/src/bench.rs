@@ -136,8 +136,7 @@ pub struct Outcome {
     pub cpu: Duration,
     /// Latencies of successful calls, microseconds.
     pub latency: Histogram<u64>,
-    /// Ended early by SIGINT (Ctrl-C) rather than at `--seconds` or
-    /// `--calls`.
+    /// A SIGINT (Ctrl-C) arrived during the run (which ends it early).
     pub interrupted: bool,
 }
 

@@ -46,8 +46,8 @@ pub struct RdmaArgs {
     pub no_mpa_crc: bool,
 
     /// RDMA requester: offer a 4-byte segment for the XDR pad after each
-    /// Write chunk whose result is not a multiple of 4 bytes, for servers
-    /// that need one (the RFC 5666 implementation-experience draft §3.6;
+    /// Write chunk whose result buffer (the largest result accepted) is not
+    /// a multiple of 4 bytes, for servers that need one (the RFC 5666 implementation-experience draft §3.6;
     /// Linux's client does). Off by default, as RFC 8166 §3.4.6 asks; a
     /// server ignores it.
     #[arg(long, global = true)]

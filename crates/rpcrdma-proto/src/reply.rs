@@ -124,6 +124,30 @@ fn fill_chunk(
     WriteChunkRepr { segments: echo }
 }
 
+/// The bytes of an offered Write chunk a result may take: its total length,
+/// less a trailing XDR pad segment, the extra segment of the
+/// implementation-experience draft §3.6 (case 2) that Linux's requester,
+/// and ours with `ReplyShape::write_pad`, offer after a buffer whose length
+/// is not a multiple of 4. Such a segment is recognised as a last segment of
+/// 1 to 4 bytes after segments whose total is not a multiple of 4 (a buffer
+/// split into segments ends unaligned only at its end). A Responder MUST NOT
+/// write roundup into it (RFC 8166 §3.4.6), and a result that would need it
+/// is longer than the Requester's buffer: too long for the chunk.
+pub fn result_capacity(chunk: &WriteChunkRepr) -> u64 {
+    let total = chunk.total_len();
+    match chunk.segments.split_last() {
+        Some((last, before)) if !before.is_empty() && (1..=4).contains(&last.length) => {
+            let data = total - u64::from(last.length);
+            if !data.is_multiple_of(4) {
+                data
+            } else {
+                total
+            }
+        }
+        _ => total,
+    }
+}
+
 /// Plans a reply to a call that offered `offered`, whose reply stream is
 /// `items`, for a connection whose reply inline threshold is `reply_inline`.
 pub fn plan_reply(
@@ -153,7 +177,7 @@ pub fn plan_reply(
                 next_chunk += 1;
                 match chunk {
                     Some(c) if !c.is_empty() => {
-                        let cap = c.total_len();
+                        let cap = result_capacity(c);
                         if n as u64 > cap {
                             return Err(ReplyPlanError::WriteChunkTooSmall {
                                 chunk: ci,

@@ -5,7 +5,7 @@ use rpcrdma_proto::marshal::{
     plan_call, Access, CallKind, ChunkLimits, OfferedChunks, PlanError, RegionSource, ReplyShape,
     SegmentSlot, Thresholds,
 };
-use rpcrdma_proto::reply::{plan_reply, ReplyKind, ReplyPlanError};
+use rpcrdma_proto::reply::{plan_reply, result_capacity, ReplyKind, ReplyPlanError};
 use rpcrdma_proto::stream::{Item, Span};
 use rpcrdma_proto::wire::{BodyRepr, ErrorBody, Segment, WriteChunkRepr};
 
@@ -400,6 +400,69 @@ fn rfc8166_s4_3_2_unused_write_chunk_keeps_count_with_zero_lengths() {
     assert_eq!(w.segments.len(), 3);
     assert!(w.is_unused());
     assert!(p.writes.is_empty());
+}
+
+/// A Write chunk offered with the draft's §3.6 pad segment (a 4-byte last
+/// segment after an unaligned buffer): the result takes the buffer only,
+/// the pad comes back empty (RFC 8166 §3.4.6), and a result that would
+/// spill into it is too long for the chunk (review 13, finding 1).
+#[test]
+fn draft_s3_6_responder_never_writes_into_a_pad_segment() {
+    let chunk = |lens: &[u32]| WriteChunkRepr {
+        segments: lens
+            .iter()
+            .enumerate()
+            .map(|(i, &length)| Segment {
+                handle: 10 + i as u32,
+                length,
+                offset: 0x1000 * (i as u64 + 1),
+            })
+            .collect(),
+    };
+    let offered = |c: WriteChunkRepr| OfferedChunks {
+        write_list: vec![c],
+        reply_chunk: None,
+    };
+    assert_eq!(result_capacity(&chunk(&[1001, 4])), 1001);
+    assert_eq!(result_capacity(&chunk(&[4096, 4096, 1, 3])), 8193);
+    // Not a pad segment: aligned data before it, or a single segment.
+    assert_eq!(result_capacity(&chunk(&[1000, 4])), 1004);
+    assert_eq!(result_capacity(&chunk(&[1001])), 1001);
+    assert_eq!(result_capacity(&chunk(&[1001, 8])), 1009);
+
+    let p = plan_reply(
+        1,
+        16,
+        &[Item::Xdr(28), Item::Ddp(1001)],
+        &offered(chunk(&[1001, 4])),
+        1024,
+    )
+    .unwrap();
+    let c = p.header.chunks().unwrap();
+    assert_eq!(
+        c.write_list[0]
+            .segments
+            .iter()
+            .map(|s| s.length)
+            .collect::<Vec<_>>(),
+        vec![1001, 0]
+    );
+    assert!(p.writes.iter().all(|w| w.handle == 10), "{:?}", p.writes);
+    for n in [1002, 1004, 1005] {
+        assert!(
+            matches!(
+                plan_reply(
+                    1,
+                    16,
+                    &[Item::Xdr(28), Item::Ddp(n)],
+                    &offered(chunk(&[1001, 4])),
+                    1024
+                ),
+                Err(ReplyPlanError::WriteChunkTooSmall { cap: 1001, .. })
+            ),
+            "{n}"
+        );
+    }
 }
 
 #[test]

@@ -81,8 +81,9 @@ pub struct ClientStats {
     pub silent_disconnects: AtomicU64,
     /// Calls completed (successfully or with an RPC-level error).
     pub completed: AtomicU64,
-    /// XDR roundup segments offered after Write chunks
-    /// ([`RdmaConfig::write_pad`]).
+    /// XDR pad segments offered after Write chunks
+    /// ([`RdmaConfig::write_pad`]), counted per call sent (a retransmission
+    /// offers them again).
     pub write_pads: AtomicU64,
 }
 
@@ -1086,6 +1087,12 @@ impl<D: Device> Shared<D> {
         gather_into(&mut sbuf, inline, pieces);
         let report = initial_report(xid, &plan, total as u64, conn.neg.thresholds, retransmits);
         self.stats.counters.add_call(plan.kind);
+        let pads = plan
+            .regions
+            .iter()
+            .filter(|r| matches!(r.source, RegionSource::WritePad { .. }))
+            .count();
+        self.stats.write_pads.fetch_add(pads as u64, Relaxed);
         if let Some(c) = plan.header.chunks() {
             self.stats.counters.add_chunks(c);
         }
@@ -1152,10 +1159,7 @@ impl<D: Device> Shared<D> {
                 // call like every other region (Linux keeps one pad region
                 // per connection instead, which it must then keep out of
                 // remote invalidation). Never part of the result.
-                RegionSource::WritePad { .. } => {
-                    self.stats.write_pads.fetch_add(1, Relaxed);
-                    (MrBuffer::Mutable(BytesMut::zeroed(len)), rw)
-                }
+                RegionSource::WritePad { .. } => (MrBuffer::Mutable(BytesMut::zeroed(len)), rw),
             };
             let source = r.source;
             let segments = r.segments.clone();
@@ -1407,7 +1411,12 @@ impl<D: Device> Shared<D> {
                     .and_then(Option::take)
                     .ok_or_else(|| bad(format!("no buffer for write chunk {}", p.chunk)))?;
                 if p.len as usize > data.len() {
-                    return Err(bad("write chunk overrun".into()));
+                    return Err(bad(format!(
+                        "write chunk overrun: a result of {} bytes in Write chunk {} is longer than its buffer ({} bytes)",
+                        p.len,
+                        p.chunk,
+                        data.len()
+                    )));
                 }
                 out.push_xdr(results.slice(at..p.offset));
                 out.push_ddp(data.slice(..p.len as usize));

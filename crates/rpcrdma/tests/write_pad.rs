@@ -93,3 +93,46 @@ async fn write_pad_with_remote_invalidation() {
 async fn write_pad_without_remote_invalidation() {
     gets_with_pad(false).await;
 }
+
+/// Review 13, finding 1: a result longer than the caller's buffer must not
+/// land in the pad segment. Our responder answers ERR_CHUNK (the Write
+/// chunk is too small) with or without `write_pad`; before the fix the pad
+/// segment's 4 bytes counted as chunk capacity, the responder RDMA-Wrote
+/// result bytes into it, and the requester failed the call with "write
+/// chunk overrun" instead.
+async fn get_longer_than_buffer(write_pad: bool) -> Result<(), rpcrdma::TransportError> {
+    let cfg = RdmaConfig::default();
+    let srv = common::server(dev(), cfg.clone()).await;
+    let c = common::client(dev(), srv.local_addr(), RdmaConfig { write_pad, ..cfg }).await;
+    // A 7-byte result into a 5-byte buffer: Write chunk [5] (+ pad [4]).
+    let r = c.call_with_report(common::get_req(7, 1, Some(5))).await;
+    let out = match r {
+        Ok(_) => Ok(()),
+        Err(e) => Err(rpcrdma::TransportError::from_rpc(&e)
+            .cloned()
+            .unwrap_or_else(|| panic!("not a transport error: {e:?}"))),
+    };
+    // The connection stays usable either way.
+    let (res, _) = c
+        .call_with_report(common::get_req(5, 2, Some(5)))
+        .await
+        .expect("GET 5 after");
+    common::check_get(&res, 5, 2);
+    c.close();
+    srv.shutdown().await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review13_result_longer_than_buffer_never_written_into_pad() {
+    let without = get_longer_than_buffer(false).await;
+    assert!(
+        matches!(without, Err(rpcrdma::TransportError::ErrChunk)),
+        "without pad: {without:?}"
+    );
+    let with = get_longer_than_buffer(true).await;
+    assert!(
+        matches!(with, Err(rpcrdma::TransportError::ErrChunk)),
+        "with pad: the responder must not put result bytes into the pad segment: {with:?}"
+    );
+}

@@ -759,15 +759,7 @@ impl rdma_verbs::ConnectRequest for ConnRequest {
             if let Err(e) = stream.write_all(&reply).await {
                 return Err(fail_connect(&qp, e.into()));
             }
-            let info = ConnInfo {
-                local_addr: local,
-                peer_addr: peer,
-                private_data: Bytes::from(neg.private_data.clone()),
-                initiator_depth: neg.ord,
-                responder_resources: neg.ird,
-            };
-            spawn_driver(&qp, stream, &neg, cfg, cap);
-            Ok(info)
+            Ok(start_driver(&qp, stream, &neg, cfg, cap, local, peer))
         }
     }
 
@@ -1005,15 +997,7 @@ impl rdma_verbs::Device for Device {
             ) {
                 return Err(VerbsError::InvalidState(SETUP_STOPPED));
             }
-            let info = ConnInfo {
-                local_addr: local,
-                peer_addr: peer,
-                private_data: Bytes::from(neg.private_data.clone()),
-                initiator_depth: neg.ord,
-                responder_resources: neg.ird,
-            };
-            spawn_driver(&qp, stream, &neg, cfg, cap);
-            Ok(info)
+            Ok(start_driver(&qp, stream, &neg, cfg, cap, local, peer))
         }
     }
 
@@ -1034,6 +1018,28 @@ impl rdma_verbs::Device for Device {
             })
         }
     }
+}
+
+/// Starts the connection's driver and describes the connection to the
+/// consumer (both sides, once MPA is through).
+fn start_driver(
+    qp: &Qp,
+    stream: TcpStream,
+    neg: &Negotiated,
+    cfg: &Config,
+    cap: Option<ConnCapture>,
+    local: SocketAddr,
+    peer: SocketAddr,
+) -> ConnInfo {
+    let info = ConnInfo {
+        local_addr: local,
+        peer_addr: peer,
+        private_data: Bytes::from(neg.private_data.clone()),
+        initiator_depth: neg.ord,
+        responder_resources: neg.ird,
+    };
+    spawn_driver(qp, stream, neg, cfg, cap);
+    info
 }
 
 fn spawn_driver(

@@ -495,41 +495,32 @@ impl QpInner {
 
     /// Moves to the error state, flushes receives, and fails the peer too.
     fn fail(&self, why: &str, remote: bool) {
-        let (recvs, peer) = {
-            let mut st = lock(&self.st);
-            if matches!(st.state, QpState::Error | QpState::Disconnected) {
-                return;
-            }
-            st.state = QpState::Error;
-            (std::mem::take(&mut st.recvs), st.peer.take())
-        };
-        self.flush_held_reads();
-        for r in recvs {
-            self.recv_cq.push(wc(
-                r.wr_id,
-                WcStatus::WrFlushError,
-                WcOpcode::Recv,
-                self.num,
-            ));
-        }
-        self.events
-            .send_replace(Some(CmEvent::ConnectionError(ConnError {
-                remote,
-                code: None,
-                description: why.to_string(),
-            })));
-        if let Some(p) = peer.and_then(|p| p.upgrade()) {
+        let event = CmEvent::ConnectionError(ConnError {
+            remote,
+            code: None,
+            description: why.to_string(),
+        });
+        if let Some(p) = self.stop(QpState::Error, event) {
             p.fail(why, true);
         }
     }
 
     fn close(&self) {
+        if let Some(p) = self.stop(QpState::Disconnected, CmEvent::Disconnected) {
+            p.close();
+        }
+    }
+
+    /// Moves to `state` (once: a QP already in error or disconnected stays
+    /// as it is), flushes the held reads and the posted receives, reports
+    /// `event`, and returns the peer still to be told.
+    fn stop(&self, state: QpState, event: CmEvent) -> Option<Arc<Self>> {
         let (recvs, peer) = {
             let mut st = lock(&self.st);
             if matches!(st.state, QpState::Error | QpState::Disconnected) {
-                return;
+                return None;
             }
-            st.state = QpState::Disconnected;
+            st.state = state;
             (std::mem::take(&mut st.recvs), st.peer.take())
         };
         self.flush_held_reads();
@@ -541,10 +532,8 @@ impl QpInner {
                 self.num,
             ));
         }
-        self.events.send_replace(Some(CmEvent::Disconnected));
-        if let Some(p) = peer.and_then(|p| p.upgrade()) {
-            p.close();
-        }
+        self.events.send_replace(Some(event));
+        peer.and_then(|p| p.upgrade())
     }
 
     /// Looks a key up for an access by a QP of protection domain `pd`.

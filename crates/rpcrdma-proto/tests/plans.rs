@@ -152,14 +152,7 @@ fn rfc8166_s3_4_6_write_chunks_sized_for_maximum_without_pad() {
     assert_eq!(p.kind, CallKind::Short);
     let c = p.header.chunks().unwrap();
     assert_eq!(c.write_list.len(), 2);
-    assert_eq!(
-        c.write_list[0]
-            .segments
-            .iter()
-            .map(|s| s.length)
-            .collect::<Vec<_>>(),
-        vec![4096, 4096, 1809]
-    );
+    assert_eq!(seg_lens(&c.write_list[0]), vec![4096, 4096, 1809]);
     assert!(
         c.write_list[1].is_empty(),
         "§4.3.2: empty chunk forces inline"
@@ -200,11 +193,7 @@ fn draft_s3_6_write_pad_segment_only_for_unaligned_results() {
         plan_call(3, 8, &[Item::Xdr(48)], &reply, &TH, &limits).unwrap()
     };
     let lens = |p: &rpcrdma_proto::marshal::CallPlan, i: usize| {
-        p.header.chunks().unwrap().write_list[i]
-            .segments
-            .iter()
-            .map(|s| s.length)
-            .collect::<Vec<_>>()
+        seg_lens(&p.header.chunks().unwrap().write_list[i])
     };
     // 1001 B, 4 B aligned, an empty chunk, and 3 × 4096 − 1 B (three full
     // segments already: no room for a pad segment).
@@ -301,6 +290,11 @@ fn plan_errors() {
     ));
 }
 
+/// The segment lengths of a chunk.
+fn seg_lens(c: &WriteChunkRepr) -> Vec<u32> {
+    c.segments.iter().map(|s| s.length).collect()
+}
+
 fn offered_get() -> OfferedChunks {
     OfferedChunks {
         write_list: vec![WriteChunkRepr {
@@ -342,7 +336,7 @@ fn rfc8166_s3_4_6_reply_fills_write_chunk_in_order_no_pad() {
     let w = &c.write_list[0];
     assert_eq!(w.segments.len(), 3, "same segment count");
     assert_eq!(
-        w.segments.iter().map(|s| s.length).collect::<Vec<_>>(),
+        seg_lens(w),
         vec![100, 50, 0],
         "actual lengths, filled in order; 150 not rounded up"
     );
@@ -439,14 +433,7 @@ fn draft_s3_6_responder_never_writes_into_a_pad_segment() {
     )
     .unwrap();
     let c = p.header.chunks().unwrap();
-    assert_eq!(
-        c.write_list[0]
-            .segments
-            .iter()
-            .map(|s| s.length)
-            .collect::<Vec<_>>(),
-        vec![1001, 0]
-    );
+    assert_eq!(seg_lens(&c.write_list[0]), vec![1001, 0]);
     assert!(p.writes.iter().all(|w| w.handle == 10), "{:?}", p.writes);
     for n in [1002, 1004, 1005] {
         assert!(

@@ -28,8 +28,13 @@ pub fn describe(r: &CallReport) -> String {
         ));
     }
     if r.write_chunks > 0 {
+        let pads = match r.write_pad_segments {
+            0 => String::new(),
+            1 => " with an XDR pad segment".into(),
+            n => format!(" with {n} XDR pad segments"),
+        };
         call.push(format!(
-            "{} Write chunk{} offered",
+            "{} Write chunk{} offered{pads}",
             r.write_chunks,
             plural(r.write_chunks)
         ));

@@ -71,6 +71,10 @@ fn inline_threshold_and_remote_invalidation_options() {
     // pad segment), so the call is invalidated locally; the result is exact.
     let out = call_ok(&url, &["get", "1001", "--write-pad"]);
     assert!(out.contains("written [1001] B"), "{out}");
+    assert!(
+        out.contains("1 Write chunk offered with an XDR pad segment"),
+        "{out}"
+    );
     assert!(out.contains("invalidation: 0 remote, 2 local"), "{out}");
     let out = call_ok(&url, &["get", "1000", "--write-pad"]);
     assert!(out.contains("invalidation: 1 remote, 0 local"), "{out}");

@@ -1087,12 +1087,9 @@ impl<D: Device> Shared<D> {
         gather_into(&mut sbuf, inline, pieces);
         let report = initial_report(xid, &plan, total as u64, conn.neg.thresholds, retransmits);
         self.stats.counters.add_call(plan.kind);
-        let pads = plan
-            .regions
-            .iter()
-            .filter(|r| matches!(r.source, RegionSource::WritePad { .. }))
-            .count();
-        self.stats.write_pads.fetch_add(pads as u64, Relaxed);
+        self.stats
+            .write_pads
+            .fetch_add(report.write_pad_segments as u64, Relaxed);
         if let Some(c) = plan.header.chunks() {
             self.stats.counters.add_chunks(c);
         }
@@ -1569,6 +1566,11 @@ fn initial_report(
         position_zero_bytes: 0,
         read_segments: 0,
         write_chunks: 0,
+        write_pad_segments: plan
+            .regions
+            .iter()
+            .filter(|r| matches!(r.source, RegionSource::WritePad { .. }))
+            .count(),
         write_chunk_bytes: Vec::new(),
         reply_chunk_offered: false,
         reply_chunk_bytes: 0,

@@ -57,6 +57,9 @@ pub struct CallReport {
     pub read_segments: usize,
     /// Write chunks offered.
     pub write_chunks: usize,
+    /// XDR pad segments offered after Write chunks
+    /// ([`RdmaConfig::write_pad`](crate::RdmaConfig::write_pad)).
+    pub write_pad_segments: usize,
     /// Bytes the responder wrote into each Write chunk.
     pub write_chunk_bytes: Vec<u64>,
     /// Whether a Reply chunk was offered.
@@ -103,6 +106,9 @@ impl fmt::Display for CallReport {
             write!(f, ", position-zero chunk {} B", self.position_zero_bytes)?;
         }
         write!(f, ", {} write chunk(s)", self.write_chunks)?;
+        if self.write_pad_segments > 0 {
+            write!(f, " + {} pad segment(s)", self.write_pad_segments)?;
+        }
         if self.reply_chunk_offered {
             write!(f, ", reply chunk")?;
         }

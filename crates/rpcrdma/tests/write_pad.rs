@@ -50,6 +50,11 @@ async fn gets_with_pad(remote_invalidation: bool) {
             vec![u64::from(len)],
             "GET {len}: exact length returned, nothing in the pad"
         );
+        assert_eq!(
+            report.write_pad_segments,
+            usize::from(len % 4 != 0),
+            "{len}"
+        );
         pads += u64::from(len % 4 != 0);
         assert_eq!(c.stats().write_pads.load(Relaxed), pads, "{len}");
     }
@@ -66,6 +71,13 @@ async fn gets_with_pad(remote_invalidation: bool) {
         .with_result_buf(BytesMut::with_capacity(b as usize));
     let (res, report) = c.call_with_report(req).await.expect("GET2");
     assert_eq!(report.write_chunk_bytes, vec![u64::from(a), u64::from(b)]);
+    assert_eq!(report.write_pad_segments, 2);
+    assert!(
+        report
+            .to_string()
+            .contains("2 write chunk(s) + 2 pad segment(s)"),
+        "{report}"
+    );
     let got = rdmatest::RdmatestClient::new(c.clone())
         .get2(a, b, 9)
         .await

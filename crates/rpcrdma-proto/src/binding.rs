@@ -4,8 +4,11 @@
 //! DDP-eligible (§6.1) and how large a reply can get (§6.2). The transport
 //! asks it:
 //! - on the Responder, how many Read chunks a call of (prog, vers, proc) may
-//!   carry and how large each may be — a call that reduces an item its
-//!   binding does not declare DDP-eligible MUST NOT be processed (§6.1);
+//!   carry and how large each may be (the largest eligible argument: which
+//!   argument a chunk reduces is known only to the ULP's decoder, since a
+//!   requester may keep any of them inline, §3.4.2) — a call that reduces
+//!   more items than its binding declares DDP-eligible MUST NOT be
+//!   processed (§6.1);
 //! - on the Requester, how many Write chunks to offer and how large, and the
 //!   largest reduced reply, which decides whether to offer a Reply chunk
 //!   (§4.3.3, §6.2).

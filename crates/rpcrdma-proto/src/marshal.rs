@@ -45,6 +45,13 @@ pub struct ChunkLimits {
     pub max_segments_per_chunk: u32,
     /// Bytes per segment (what one registration may cover; default 1 MiB).
     pub max_segment_bytes: u32,
+    /// Whether a Long Call may carry its reduced DDP-eligible items in Read
+    /// chunks of their own beside the Position-Zero chunk (RFC 8166 §3.5.3,
+    /// implementation-experience draft §3.3), keeping their direct
+    /// placement. Default off: the whole call goes in Position Zero, as
+    /// Linux's client sends it, since Linux's server before 5.11 takes a
+    /// single Read chunk Position only.
+    pub long_call_item_chunks: bool,
 }
 
 impl Default for ChunkLimits {
@@ -52,6 +59,7 @@ impl Default for ChunkLimits {
         ChunkLimits {
             max_segments_per_chunk: 16,
             max_segment_bytes: 1 << 20,
+            long_call_item_chunks: false,
         }
     }
 }
@@ -118,8 +126,8 @@ pub enum RegionSource {
         /// Index into the call's items.
         item: usize,
     },
-    /// The reduced Payload stream, as [`CallPlan::payload`] describes it
-    /// (the content of a Position-Zero Read chunk).
+    /// The Payload stream, as [`CallPlan::payload`] describes it (the
+    /// content of a Position-Zero Read chunk).
     CallPayload,
     /// A receive buffer for the reply's Write chunk `chunk`.
     ReplyWriteChunk {
@@ -228,8 +236,11 @@ pub struct CallPlan {
     pub header: HeaderRepr,
     /// Regions to register.
     pub regions: Vec<Region>,
-    /// The reduced Payload stream: DDP items that were reduced are gone,
-    /// pads of the others are [`Span::Zeros`].
+    /// The Payload stream to send: for a Chunked call the reduced stream
+    /// (reduced DDP items are gone), for a Short call the whole stream, for
+    /// a Long Call what its Position-Zero chunk carries (the whole stream,
+    /// or the reduced one with [`ChunkLimits::long_call_item_chunks`]);
+    /// pads are [`Span::Zeros`].
     pub payload: Vec<Span>,
     /// Length of the unreduced Payload stream.
     pub unreduced_len: u64,
@@ -623,29 +634,44 @@ pub fn plan_call(
         });
     }
 
-    // Long Call: a Position-Zero Read chunk first, then the item chunks.
+    // Long Call. By default the whole call, DDP-eligible items included,
+    // in one Position-Zero Read chunk: RFC 8166 §3.5.3 (and the
+    // implementation-experience draft §3.3) also allow item chunks at their
+    // own Positions beside it, but Linux's server before 5.11 handles a
+    // single Read chunk Position only and answers ERR_CHUNK; Linux's client
+    // sends the whole message in Position Zero as well. Those items then
+    // lose direct placement (they are copied into the Position-Zero
+    // buffer), which only calls whose non-DDP part alone exceeds the inline
+    // threshold pay. With `long_call_item_chunks`, Position Zero carries the
+    // reduced stream and each item keeps its own chunk.
     let mut ch = chunks;
     let mut rg = regions;
+    let (p0_len, payload) = if limits.long_call_item_chunks {
+        (spans_len(&reduced), reduced)
+    } else {
+        (unreduced_len, full)
+    };
     // Read list entries for Position Zero come first; item chunks keep
     // increasing Positions after it.
-    let reduced_len = spans_len(&reduced);
     push_read_chunk(
         0,
-        reduced_len,
+        p0_len,
         RegionSource::CallPayload,
         limits,
         &mut ch,
         &mut rg,
     )?;
-    for &(item, position, n) in &ddp {
-        push_read_chunk(
-            position as u32,
-            n as u64,
-            RegionSource::CallItem { item },
-            limits,
-            &mut ch,
-            &mut rg,
-        )?;
+    if limits.long_call_item_chunks {
+        for &(item, position, n) in &ddp {
+            push_read_chunk(
+                position as u32,
+                n as u64,
+                RegionSource::CallItem { item },
+                limits,
+                &mut ch,
+                &mut rg,
+            )?;
+        }
     }
     let hdr = FIXED_LEN + ch.buffer_len();
     if hdr > th.call_inline as usize {
@@ -660,7 +686,7 @@ pub fn plan_call(
             body: BodyRepr::NoMsg(ch),
         },
         regions: rg,
-        payload: reduced,
+        payload,
         unreduced_len,
     })
 }

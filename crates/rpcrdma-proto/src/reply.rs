@@ -4,10 +4,12 @@
 //! segment order, actual lengths, the same segment count, never a pad byte.
 //! An unused Write chunk keeps its count with zero lengths; an empty Write
 //! chunk forces its result inline; results beyond the offered chunks go
-//! inline. The reduced reply is then sent Short (RDMA_MSG), or written into
-//! the Reply chunk (RDMA_NOMSG) when it exceeds the reply inline threshold.
-//! Every offered chunk is echoed with its actual lengths (zero when unused),
-//! even in a Short reply. A reply that fits neither is an error for which
+//! inline. The reduced reply is written into the offered Reply chunk
+//! (RDMA_NOMSG) whenever that chunk can hold it, as Linux's server does
+//! (implementation-experience draft §3.4.1: old Linux clients refuse a Short
+//! reply that carries a Reply chunk); otherwise it is sent Short (RDMA_MSG)
+//! if it fits the reply inline threshold. Every offered chunk is echoed with
+//! its actual lengths (zero when unused), even in a Short reply. A reply that fits neither is an error for which
 //! the transport sends ERR_CHUNK — never an overrun.
 
 use crate::marshal::OfferedChunks;
@@ -214,7 +216,18 @@ pub fn plan_reply(
         ..offered.echo_unused()
     };
     let short_len = (crate::wire::FIXED_LEN + chunks.buffer_len()) as u64 + reduced_len;
-    if short_len <= reply_inline as u64 {
+    // An offered Reply chunk that can hold the reply is used even when the
+    // reply would fit inline (as Linux's server does). RFC 8166 §4.3.3 lets
+    // a Short reply echo the unused chunk with zero lengths, but Linux
+    // clients up to 4.9 fail any RDMA_MSG reply that carries a Reply chunk
+    // (implementation-experience draft §3.4.1 asks to prohibit it); a used
+    // chunk suits every Requester. A chunk too small for the reply is
+    // echoed unused in a Short reply when that fits.
+    let use_reply_chunk = offered
+        .reply_chunk
+        .as_ref()
+        .is_some_and(|rc| reduced_len <= rc.total_len());
+    if !use_reply_chunk && short_len <= reply_inline as u64 {
         return Ok(ReplyPlan {
             kind: ReplyKind::Short,
             header: HeaderRepr {

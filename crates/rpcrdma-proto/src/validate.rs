@@ -148,6 +148,13 @@ pub fn check_call<'a>(
                 return CallVerdict::Discard(DiscardReason::TooShort);
             };
             return match e.kind {
+                // §4.2.4: a Responder silently discards RDMA_ERROR, even
+                // one it cannot decode or of another version (§4.2: the
+                // fixed fields keep their meaning in every version, so it
+                // is never answered with ERR_VERS).
+                _ if f.proc_ == Proc::Error.as_u32() => {
+                    CallVerdict::Discard(DiscardReason::ErrorAtResponder)
+                }
                 // §4.5.1: ERR_VERS with our range; rdma_vers echoes theirs.
                 DecodeErrorKind::UnsupportedVersion(_) => {
                     CallVerdict::ReplyError(HeaderRepr::error(
@@ -159,11 +166,6 @@ pub fn check_call<'a>(
                             high: RPCRDMA_VERSION,
                         },
                     ))
-                }
-                // §4.2.4: a Responder silently discards RDMA_ERROR, even
-                // one it cannot decode.
-                _ if f.proc_ == Proc::Error.as_u32() => {
-                    CallVerdict::Discard(DiscardReason::ErrorAtResponder)
                 }
                 // §4.5.2: any other XDR error.
                 _ => err_chunk(f.xid, f.vers, grant),
@@ -281,11 +283,21 @@ impl ReceivedCall<'_> {
             if data.len() > pb.ddp_args.len() {
                 return Err(err_chunk(xid, vers, grant));
             }
-            if data
+            // Reduction is optional per item (RFC 8166 §3.4.2): a requester
+            // may keep a DDP-eligible argument inline (ours keeps an empty
+            // one), so the i-th chunk need not reduce the i-th eligible
+            // argument, and which one it reduces is known only to the ULP's
+            // decoder. Each chunk is therefore bounded by the largest
+            // eligible argument (what a peer can make us read); the
+            // service's own XDR limits refuse an argument too large for its
+            // place (GARBAGE_ARGS).
+            let largest = pb
+                .ddp_args
                 .iter()
-                .zip(pb.ddp_args)
-                .any(|(c, a)| c.len > crate::stream::roundup4(a.max_len as u64))
-            {
+                .map(|a| crate::stream::roundup4(a.max_len as u64))
+                .max()
+                .unwrap_or(0);
+            if data.iter().any(|c| c.len > largest) {
                 return Err(err_chunk(xid, vers, grant));
             }
             if self.reassembly.check_length_words(reduced).is_err() {

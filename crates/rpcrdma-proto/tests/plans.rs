@@ -66,6 +66,7 @@ fn rfc8166_s3_4_5_chunked_call_reduces_at_exact_position_without_pad() {
     let limits = ChunkLimits {
         max_segments_per_chunk: 16,
         max_segment_bytes: 2048,
+        ..Default::default()
     };
     let mut p = plan_call(7, 8, &items, &small_reply(), &TH, &limits).unwrap();
     assert_eq!(p.kind, CallKind::Chunked);
@@ -125,16 +126,52 @@ fn rfc8166_s3_5_3_long_call_position_zero_includes_pad() {
     assert_eq!(rl[0].segment.length, 2048);
     assert_eq!(p.regions[0].source, RegionSource::CallPayload);
 
-    // With a DDP item: Position-Zero carries the reduced stream, pads of
-    // non-reduced items included; the item keeps its own Read chunk.
+    // With a DDP item: Position-Zero carries the whole stream, the item and
+    // every pad included, as the only Read chunk (audit 14, A14-3: Linux's
+    // server before 5.11 takes one Read chunk Position only).
     let items = [Item::Xdr(1500), Item::Ddp(9), Item::Xdr(4)];
     let p = plan_call(9, 8, &items, &small_reply(), &TH, &ChunkLimits::default()).unwrap();
     assert_eq!(p.kind, CallKind::Long);
     let rl = &p.header.chunks().unwrap().read_list;
+    assert_eq!(rl.len(), 1);
+    assert_eq!((rl[0].position, rl[0].segment.length), (0, 1516));
+    assert_eq!(p.unreduced_len, 1500 + 12 + 4);
+    assert_eq!(p.regions.len(), 1);
+    assert_eq!(p.regions[0].source, RegionSource::CallPayload);
+    // With item chunks allowed (draft §3.3): Position Zero carries the
+    // reduced stream, pads of non-reduced items included; the item keeps
+    // its own Read chunk.
+    let items_on = ChunkLimits {
+        long_call_item_chunks: true,
+        ..Default::default()
+    };
+    let q = plan_call(9, 8, &items, &small_reply(), &TH, &items_on).unwrap();
+    assert_eq!(q.kind, CallKind::Long);
+    let rl = &q.header.chunks().unwrap().read_list;
     assert_eq!(rl.len(), 2);
     assert_eq!((rl[0].position, rl[0].segment.length), (0, 1504));
     assert_eq!((rl[1].position, rl[1].segment.length), (1500, 9));
-    assert_eq!(p.unreduced_len, 1500 + 12 + 4);
+    assert_eq!(
+        p.payload,
+        vec![
+            Span::Item {
+                item: 0,
+                offset: 0,
+                len: 1500
+            },
+            Span::Item {
+                item: 1,
+                offset: 0,
+                len: 9
+            },
+            Span::Zeros(3),
+            Span::Item {
+                item: 2,
+                offset: 0,
+                len: 4
+            },
+        ]
+    );
 }
 
 #[test]
@@ -147,6 +184,7 @@ fn rfc8166_s3_4_6_write_chunks_sized_for_maximum_without_pad() {
     let limits = ChunkLimits {
         max_segments_per_chunk: 16,
         max_segment_bytes: 4096,
+        ..Default::default()
     };
     let p = plan_call(3, 8, &[Item::Xdr(48)], &reply, &TH, &limits).unwrap();
     assert_eq!(p.kind, CallKind::Short);
@@ -183,6 +221,7 @@ fn draft_s3_6_write_pad_segment_only_for_unaligned_results() {
     let limits = ChunkLimits {
         max_segments_per_chunk: 3,
         max_segment_bytes: 4096,
+        ..Default::default()
     };
     let plan = |chunks: Vec<u32>, pad: bool| {
         let reply = ReplyShape {
@@ -262,6 +301,7 @@ fn plan_errors() {
     let limits = ChunkLimits {
         max_segments_per_chunk: 2,
         max_segment_bytes: 1024,
+        ..Default::default()
     };
     assert!(matches!(
         plan_call(
@@ -331,7 +371,9 @@ fn rfc8166_s3_4_6_reply_fills_write_chunk_in_order_no_pad() {
     // GET result: header+status+len (32) | data 150 bytes | nothing after.
     let items = [Item::Xdr(32), Item::Ddp(150)];
     let p = plan_reply(1, 16, &items, &offered_get(), 1024).unwrap();
-    assert_eq!(p.kind, ReplyKind::Short);
+    // The offered Reply chunk holds the rest of the reply, so it is used
+    // (audit 14, A14-2) though the reply would fit inline.
+    assert_eq!(p.kind, ReplyKind::Long);
     let c = p.header.chunks().unwrap();
     let w = &c.write_list[0];
     assert_eq!(w.segments.len(), 3, "same segment count");
@@ -364,18 +406,41 @@ fn rfc8166_s3_4_6_reply_fills_write_chunk_in_order_no_pad() {
                     len: 50
                 }
             ),
+            (
+                9,
+                0x9000,
+                Span::Item {
+                    item: 0,
+                    offset: 0,
+                    len: 32
+                }
+            ),
         ]
     );
-    // §4.3.3: the Reply chunk is echoed, with zero length, even in a Short reply.
+    // The rest of the reply goes into the Reply chunk, with its length.
     let rc = c.reply_chunk.as_ref().unwrap();
     assert_eq!(
         rc.segments,
         vec![Segment {
             handle: 9,
-            length: 0,
+            length: 32,
             offset: 0x9000
         }]
     );
+    assert!(p.inline.is_empty());
+
+    // Without a Reply chunk the same reply is Short, with the Write chunk
+    // filled the same way.
+    let offered = OfferedChunks {
+        reply_chunk: None,
+        ..offered_get()
+    };
+    let p = plan_reply(1, 16, &items, &offered, 1024).unwrap();
+    assert_eq!(p.kind, ReplyKind::Short);
+    let c = p.header.chunks().unwrap();
+    assert_eq!(seg_lens(&c.write_list[0]), vec![100, 50, 0]);
+    assert!(c.reply_chunk.is_none());
+    assert_eq!(p.writes.len(), 2);
     assert_eq!(
         p.inline,
         vec![Span::Item {
@@ -386,10 +451,35 @@ fn rfc8166_s3_4_6_reply_fills_write_chunk_in_order_no_pad() {
     );
 }
 
+/// A Reply chunk too small for the reply is echoed unused (zero length,
+/// RFC 8166 §4.3.3) in a Short reply when the reply fits inline.
+#[test]
+fn rfc8166_s4_3_3_reply_chunk_too_small_is_echoed_unused_in_a_short_reply() {
+    let offered = OfferedChunks {
+        write_list: vec![],
+        reply_chunk: Some(WriteChunkRepr {
+            segments: vec![Segment {
+                handle: 9,
+                length: 16,
+                offset: 0x9000,
+            }],
+        }),
+    };
+    let p = plan_reply(1, 16, &[Item::Xdr(28)], &offered, 1024).unwrap();
+    assert_eq!(p.kind, ReplyKind::Short);
+    let rc = p.header.chunks().unwrap().reply_chunk.as_ref().unwrap();
+    assert_eq!(rc.segments[0].length, 0);
+    assert!(p.writes.is_empty());
+}
+
 #[test]
 fn rfc8166_s4_3_2_unused_write_chunk_keeps_count_with_zero_lengths() {
     // GET failed: union arm without data.
-    let p = plan_reply(1, 16, &[Item::Xdr(28)], &offered_get(), 1024).unwrap();
+    let offered = OfferedChunks {
+        reply_chunk: None,
+        ..offered_get()
+    };
+    let p = plan_reply(1, 16, &[Item::Xdr(28)], &offered, 1024).unwrap();
     let w = &p.header.chunks().unwrap().write_list[0];
     assert_eq!(w.segments.len(), 3);
     assert!(w.is_unused());

@@ -230,10 +230,12 @@ fn limits() -> impl Strategy<Value = ChunkLimits> {
     (
         1u32..=16,
         prop::sample::select(vec![512u32, 1000, 4096, 8192, 65536, 1 << 20]),
+        any::<bool>(),
     )
-        .prop_map(|(s, b)| ChunkLimits {
+        .prop_map(|(s, b, items)| ChunkLimits {
             max_segments_per_chunk: s,
             max_segment_bytes: b,
+            long_call_item_chunks: items,
         })
 }
 

@@ -258,6 +258,13 @@ fn rfc8166_s4_2_4_nomsg_without_any_chunk_gets_err_chunk() {
         .hloo(1, 4096, 0)
         .done();
     expect_err_chunk(&m, &NoBindings);
+    // Nor can a Write list alone (audit 14, N6).
+    let m = Words::new()
+        .ws(&[XID, 1, 32, 1, 0, 1, 1])
+        .hloo(1, 4096, 0)
+        .ws(&[0, 0])
+        .done();
+    expect_err_chunk(&m, &NoBindings);
 }
 
 #[test]

@@ -100,6 +100,7 @@ fn frames() -> Vec<Frame> {
     let lim = ChunkLimits {
         max_segments_per_chunk: 16,
         max_segment_bytes: 4096,
+        ..Default::default()
     };
 
     // 1. Short call (NULL), no chunks.

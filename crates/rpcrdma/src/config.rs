@@ -72,6 +72,15 @@ pub struct RdmaConfig {
     /// relies on the extra segment, another writes zeros into it. Linux's
     /// client offers it. See [`ReplyShape::write_pad`](rpcrdma_proto::marshal::ReplyShape::write_pad).
     pub write_pad: bool,
+    /// Requester: a Long Call (one whose non-DDP part alone exceeds the call
+    /// inline threshold) keeps its DDP-eligible arguments in Read chunks of
+    /// their own beside the Position-Zero chunk, so they keep direct
+    /// placement (RFC 8166 §3.5.3). Default off: the whole call goes in
+    /// Position Zero, as Linux's client sends it, because Linux's server
+    /// before 5.11 takes one Read chunk Position only (implementation-
+    /// experience draft §3.1, §3.3). Our responder takes both. See
+    /// [`ChunkLimits::long_call_item_chunks`](rpcrdma_proto::marshal::ChunkLimits::long_call_item_chunks).
+    pub long_call_item_chunks: bool,
     /// ORD: RDMA Reads this side keeps in flight as a responder (default 16).
     pub ord: u16,
     /// IRD: RDMA Reads the peer may have in flight at this side (default 16).
@@ -169,6 +178,7 @@ impl Default for RdmaConfig {
             reconnect: Backoff::default(),
             remote_invalidation: true,
             write_pad: false,
+            long_call_item_chunks: false,
             ord: 16,
             ird: 16,
             reply_overhead: 512,
@@ -208,6 +218,7 @@ impl RdmaConfig {
         rpcrdma_proto::marshal::ChunkLimits {
             max_segments_per_chunk: self.max_segments,
             max_segment_bytes: self.max_segment_size,
+            long_call_item_chunks: self.long_call_item_chunks,
         }
     }
 

@@ -608,10 +608,9 @@ impl<D: Device> SConn<D> {
         let grant = self.grant();
         let cfg = &self.srv.config;
         let verdict = check_call(&msg, &cfg.decode_limits(), &self.srv.bindings, grant);
-        let counters = &self.srv.stats.counters;
-        counters.add_action(verdict.action());
         match verdict {
             CallVerdict::Deliver(call) => {
+                self.srv.stats.counters.add_action(Action::Deliver);
                 let xid = call.header.xid;
                 if let Err(e) = self.process(&msg, call, grant, slot).await {
                     self.on_failed_call(xid, grant, slot, &e);
@@ -640,10 +639,15 @@ impl<D: Device> SConn<D> {
         self.send_plain(&h, &[], slot);
     }
 
-    /// Answers a non-deliver verdict.
+    /// Answers (and counts) a non-deliver verdict.
     fn answer_verdict(&self, v: CallVerdict<'_>, grant: u32, slot: &AtomicBool) {
+        let counters = &self.srv.stats.counters;
+        let action = v.action();
         match v {
-            CallVerdict::ReplyError(h) => self.send_plain(&h, &[], slot),
+            CallVerdict::ReplyError(h) => {
+                counters.add_action(action);
+                self.send_plain(&h, &[], slot)
+            }
             CallVerdict::GarbageArgs { xid, chunks } => {
                 let rpc = oncrpc::reply_message(
                     &ReplyHeader::accepted(xid, AcceptStat::GarbageArgs),
@@ -656,9 +660,21 @@ impl<D: Device> SConn<D> {
                     credit: grant,
                     body: BodyRepr::Msg(chunks),
                 };
+                // The echoed chunks can make this reply longer than the
+                // Requester receives (RFC 8797 lets its receive size be
+                // smaller than its send size): then, as for any reply that
+                // cannot be conveyed, ERR_CHUNK (RFC 8166 §4.5.3).
+                if h.buffer_len() + rpc.len() > self.neg.thresholds.reply_inline as usize {
+                    tracing::debug!(peer = %self.peer, xid, "GARBAGE_ARGS reply too large: ERR_CHUNK");
+                    counters.add_action(Action::ReplyErrChunk);
+                    self.send_err_chunk(xid, grant, slot);
+                    return;
+                }
+                counters.add_action(Action::GarbageArgs);
                 self.send_plain(&h, &rpc, slot);
             }
             CallVerdict::Discard(reason) => {
+                counters.add_action(action);
                 tracing::debug!(peer = %self.peer, ?reason, "call discarded");
             }
             CallVerdict::Deliver(_) => {}
@@ -982,7 +998,6 @@ impl<D: Device> SConn<D> {
                 let b = self.finish_read(p).await?;
                 read_bytes += b.len() as u64;
                 if let Err(v) = call.check_payload(&b, &srv.bindings, grant) {
-                    stats.counters.add_action(v.action());
                     self.answer_verdict(v, grant, slot);
                     return Ok(None);
                 }

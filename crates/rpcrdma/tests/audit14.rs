@@ -23,7 +23,7 @@ use rpcrdma::{Bindings, RdmaClient, RdmaConfig, RdmaServer};
 use rpcrdma_proto::binding::{
     ArgsView, DdpItem, ProcedureBinding, ReplyEstimate, UpperLayerBinding,
 };
-use rpcrdma_proto::wire::{Body, DecodeLimits, Header};
+use rpcrdma_proto::wire::{Body, DecodeLimits, ErrorBody, Header};
 use xdr::XdrRead;
 
 const PROG: u32 = 0x2000_5299;
@@ -449,14 +449,29 @@ async fn audit14_garbage_args_reply_fits_the_reply_threshold() {
     let reply = raw.exchange(words(&h)).await;
     let hdr = Header::parse(&reply, &DecodeLimits::default()).unwrap();
     assert_eq!(hdr.xid, xid);
-    // RPC reply: MSG_ACCEPTED, AUTH_NONE verifier, GARBAGE_ARGS.
-    assert_eq!(hdr.payload(), Some(&words(&[xid, 1, 0, 0, 0, 4])[..]));
     assert!(
         reply.len() <= 1024,
         "a {}-byte reply ({:?}) to a requester that receives 1024 bytes",
         reply.len(),
         hdr.proc_()
     );
+    // The GARBAGE_ARGS reply echoing the 1056-byte Write list cannot be
+    // conveyed inline: ERR_CHUNK, as for any reply that cannot be.
+    assert!(matches!(hdr.body, Body::Error(ErrorBody::Chunk)), "{hdr:?}");
+    assert_eq!(srv.stats().counters.snapshot().err_chunk, 1);
+    assert_eq!(srv.stats().counters.snapshot().garbage_args, 0);
+
+    // With one Write chunk the same call's GARBAGE_ARGS reply fits.
+    let xid = 0x4243;
+    let mut h = vec![xid, 1, 1, 0, 1, 44, 0xdead, 100, 0, 0x1000, 0];
+    h.extend([1, 1, 0x77, 4096, 0, 0x10_0000, 0, 0]);
+    h.extend([xid, 0, 2, common::PROG, common::VERS, 2, 0, 0, 0, 0, 200]);
+    let reply = raw.exchange(words(&h)).await;
+    let hdr = Header::parse(&reply, &DecodeLimits::default()).unwrap();
+    assert_eq!(hdr.xid, xid);
+    // RPC reply: MSG_ACCEPTED, AUTH_NONE verifier, GARBAGE_ARGS.
+    assert_eq!(hdr.payload(), Some(&words(&[xid, 1, 0, 0, 0, 4])[..]));
+    assert_eq!(srv.stats().counters.snapshot().garbage_args, 1);
     srv.shutdown().await;
 }
 

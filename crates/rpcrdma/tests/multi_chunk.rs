@@ -84,7 +84,9 @@ fn bindings() -> Bindings {
     b
 }
 
-async fn run<D: Device>(dev: D) {
+/// Runs the three calls; `item_chunks` is
+/// [`RdmaConfig::long_call_item_chunks`] for the client.
+async fn run<D: Device>(dev: D, item_chunks: bool) {
     let disp = Dispatcher::builder().service(Put2).build();
     let srv = RdmaServer::bind(
         dev.clone(),
@@ -95,7 +97,11 @@ async fn run<D: Device>(dev: D) {
     )
     .await
     .unwrap();
-    let c = RdmaClient::connect(dev, srv.local_addr(), RdmaConfig::default(), bindings())
+    let cfg = RdmaConfig {
+        long_call_item_chunks: item_chunks,
+        ..RdmaConfig::default()
+    };
+    let c = RdmaClient::connect(dev, srv.local_addr(), cfg, bindings())
         .await
         .unwrap();
     for (la, lb, lc, kind) in [
@@ -120,9 +126,26 @@ async fn run<D: Device>(dev: D) {
         assert_eq!(d.u32().unwrap(), crc32c::crc32c(&b));
         assert_eq!(d.u32().unwrap(), crc32c::crc32c(&cc));
         assert_eq!(r.call_kind, kind, "{r}");
-        assert_eq!(r.read_chunks, 2, "{r}");
-        assert_eq!(r.read_chunk_bytes, (la + lb) as u64, "{r}");
-        assert!(r.read_segments >= 2, "{r}");
+        if kind == CallKind::Chunked || item_chunks {
+            assert_eq!(r.read_chunks, 2, "{r}");
+            assert_eq!(r.read_chunk_bytes, (la + lb) as u64, "{r}");
+            assert!(r.read_segments >= 2, "{r}");
+            if kind == CallKind::Long {
+                // Position Zero carries the reduced stream (draft §3.3).
+                let reduced = 40 + 4 + 4 + 4 + lc.div_ceil(4) * 4;
+                assert_eq!(r.position_zero_bytes, reduced as u64, "{r}");
+            }
+        } else {
+            // A Long Call carries the whole call, DDP-eligible arguments
+            // included, in its Position-Zero chunk alone (audit 14, A14-3).
+            assert_eq!(r.read_chunks, 0, "{r}");
+            let xdr = |n: usize| 4 + n.div_ceil(4) * 4;
+            assert_eq!(
+                r.position_zero_bytes,
+                (40 + xdr(la) + xdr(lb) + xdr(lc)) as u64,
+                "{r}"
+            );
+        }
     }
     c.close();
     srv.shutdown().await;
@@ -130,12 +153,14 @@ async fn run<D: Device>(dev: D) {
 
 #[tokio::test]
 async fn several_read_chunks_memfabric() {
-    run(rpcrdma::memfabric::Fabric::new()).await;
+    run(rpcrdma::memfabric::Fabric::new(), false).await;
+    run(rpcrdma::memfabric::Fabric::new(), true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_read_chunks_iwarp() {
-    run(iwarp::Device::default()).await;
+    run(iwarp::Device::default(), false).await;
+    run(iwarp::Device::default(), true).await;
 }
 
 fn put2_request(la: usize, lb: usize) -> Request {

@@ -119,6 +119,7 @@ async fn bad_version_gets_err_vers() {
     let reply = raw.exchange(words(&m)).await;
     // RFC 8166 §4.5.1: rdma_vers echoes the request's; body lists 1..=1.
     assert_eq!(&reply[..4], &0x1234u32.to_be_bytes());
+    assert_eq!(&reply[4..8], &2u32.to_be_bytes(), "rdma_vers echoed");
     assert_eq!(&reply[12..16], &4u32.to_be_bytes(), "RDMA_ERROR");
     assert_eq!(&reply[16..20], &1u32.to_be_bytes(), "ERR_VERS");
     assert_eq!(&reply[20..28], &words(&[1, 1])[..]);

@@ -191,10 +191,27 @@ pub async fn message_kinds<D: Device>(srv_dev: D, cli_dev: D, inline: u32) {
 
     // Result forced inline by an empty Write list: small -> Short Reply,
     // large -> Long Reply through the Reply chunk.
-    let small = inline / 2;
+    let small = inline / 4;
     let (res, r) = c.call_with_report(get_req(small, 9, None)).await.unwrap();
     check_get(&res, small, 9);
     assert_eq!((r.write_chunks, r.reply_mode), (0, ReplyMode::Short), "{r}");
+    assert!(!r.reply_chunk_offered, "{r}");
+    // A result that would fit inline, but for which the requester offered a
+    // Reply chunk (it provisions room for a 400-byte verifier): the
+    // responder uses the chunk, as Linux's server does (audit 14, A14-2).
+    let mid = inline - 400;
+    let (res, r) = c.call_with_report(get_req(mid, 9, None)).await.unwrap();
+    check_get(&res, mid, 9);
+    assert!(r.reply_chunk_offered, "{r}");
+    assert_eq!(
+        (r.write_chunks, r.reply_mode, r.reply_message),
+        (0, ReplyMode::Long, MessageKind::NoMsg),
+        "{r}"
+    );
+    assert!(
+        r.reply_chunk_bytes > mid as u64 && r.reply_chunk_bytes < inline as u64,
+        "{r}"
+    );
     let (res, r) = c.call_with_report(get_req(200_003, 9, None)).await.unwrap();
     check_get(&res, 200_003, 9);
     assert_eq!(r.write_chunks, 0);

@@ -456,6 +456,26 @@ fn plan_reply_chunks(
     Ok(())
 }
 
+/// Adds a Read chunk for each reduced DDP item `(item, position, length)`.
+fn push_item_chunks(
+    ddp: &[(usize, u64, u32)],
+    limits: &ChunkLimits,
+    chunks: &mut ChunkListsRepr,
+    regions: &mut Vec<Region>,
+) -> Result<(), PlanError> {
+    for &(item, position, n) in ddp {
+        push_read_chunk(
+            position as u32,
+            n as u64,
+            RegionSource::CallItem { item },
+            limits,
+            chunks,
+            regions,
+        )?;
+    }
+    Ok(())
+}
+
 /// Adds a Read chunk at `position` covering `len` bytes of `source`.
 fn push_read_chunk(
     position: u32,
@@ -607,16 +627,7 @@ pub fn plan_call(
     // Chunked message: reduce the DDP items.
     let mut ch = chunks.clone();
     let mut rg = regions.clone();
-    for &(item, position, n) in &ddp {
-        push_read_chunk(
-            position as u32,
-            n as u64,
-            RegionSource::CallItem { item },
-            limits,
-            &mut ch,
-            &mut rg,
-        )?;
-    }
+    push_item_chunks(&ddp, limits, &mut ch, &mut rg)?;
     let hdr = FIXED_LEN + ch.buffer_len();
     let reduced_len = spans_len(&reduced);
     if !ddp.is_empty() && hdr as u64 + reduced_len <= th.call_inline as u64 {
@@ -662,16 +673,7 @@ pub fn plan_call(
         &mut rg,
     )?;
     if limits.long_call_item_chunks {
-        for &(item, position, n) in &ddp {
-            push_read_chunk(
-                position as u32,
-                n as u64,
-                RegionSource::CallItem { item },
-                limits,
-                &mut ch,
-                &mut rg,
-            )?;
-        }
+        push_item_chunks(&ddp, limits, &mut ch, &mut rg)?;
     }
     let hdr = FIXED_LEN + ch.buffer_len();
     if hdr > th.call_inline as usize {

@@ -14,6 +14,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use common::raw::Raw;
 use oncrpc::{Call, Dispatcher, Payload, ProcError, Request, Service};
 use rdma_verbs::{
     Access, CompletionQueue, ConnParam, ConnectRequest, Device as _, Listener, MemoryRegion,
@@ -132,73 +133,6 @@ async fn audit14_empty_first_ddp_argument_then_reduced_second() {
     }
     c.close();
     srv.shutdown().await;
-}
-
-/// A raw verbs requester (as another implementation would be).
-struct Raw {
-    _dev: iwarp::Device,
-    pd: iwarp::Pd,
-    cq: iwarp::Cq,
-    qp: iwarp::Qp,
-    recvs: Vec<iwarp::Mr>,
-}
-
-impl Raw {
-    async fn connect(addr: std::net::SocketAddr, private: &[u8]) -> Raw {
-        let dev = iwarp::Device::default();
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(256).unwrap();
-        let qp = dev.create_qp(&pd, QpInit::with_cq(cq.clone())).unwrap();
-        let mut recvs = Vec::new();
-        for i in 0..8u64 {
-            let mr = pd
-                .register(
-                    MrBuffer::Mutable(BytesMut::zeroed(16384)),
-                    Access::LOCAL_WRITE,
-                )
-                .unwrap();
-            qp.post_recv(RecvWr::new(i, vec![Sge::new(mr.lkey(), 0, 16384)]))
-                .unwrap();
-            recvs.push(mr);
-        }
-        dev.connect(
-            &qp,
-            addr,
-            ConnParam::new(Bytes::copy_from_slice(private), 4, 4),
-        )
-        .await
-        .unwrap();
-        Raw {
-            _dev: dev,
-            pd,
-            cq,
-            qp,
-            recvs,
-        }
-    }
-
-    async fn exchange(&mut self, msg: Vec<u8>) -> Vec<u8> {
-        let len = msg.len() as u32;
-        let mr = self
-            .pd
-            .register(MrBuffer::Frozen(Bytes::from(msg)), Access::NONE)
-            .unwrap();
-        self.qp
-            .post_send(SendWr::send(100, vec![Sge::new(mr.lkey(), 0, len)]))
-            .unwrap();
-        loop {
-            let wc = tokio::time::timeout(Duration::from_secs(10), self.cq.next())
-                .await
-                .expect("no reply");
-            assert!(wc.is_success(), "{wc:?}");
-            if wc.opcode == WcOpcode::Recv {
-                let mr = self.recvs.remove(0);
-                let mut b = mr.deregister().unwrap().try_into_bytes_mut().unwrap();
-                b.truncate(wc.byte_len as usize);
-                return b.to_vec();
-            }
-        }
-    }
 }
 
 fn words(w: &[u32]) -> Vec<u8> {

@@ -3,91 +3,14 @@
 
 mod common;
 
+use common::raw::Raw;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use rdma_verbs::{
-    Access, CompletionQueue, ConnParam, Device as _, MemoryRegion, MrBuffer, ProtectionDomain,
-    QpInit, QueuePair, RecvWr, SendWr, Sge, WcOpcode,
-};
+use rdma_verbs::{Access, MemoryRegion, MrBuffer, ProtectionDomain, QueuePair, SendWr, Sge};
 use rpcrdma::RdmaConfig;
 use rpcrdma_proto::wire::{Body, DecodeLimits, ErrorBody, Header};
-
-/// Receive buffer size of the raw peer (large enough for any reply here).
-const RAW_RECV: usize = 16384;
-
-struct Raw {
-    _dev: iwarp::Device,
-    pd: iwarp::Pd,
-    cq: iwarp::Cq,
-    qp: iwarp::Qp,
-    recvs: Vec<iwarp::Mr>,
-    info: rdma_verbs::ConnInfo,
-}
-
-impl Raw {
-    async fn connect(addr: std::net::SocketAddr, private: &[u8]) -> Raw {
-        let dev = iwarp::Device::default();
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(256).unwrap();
-        let qp = dev.create_qp(&pd, QpInit::with_cq(cq.clone())).unwrap();
-        let mut recvs = Vec::new();
-        for i in 0..8u64 {
-            let mr = pd
-                .register(
-                    MrBuffer::Mutable(BytesMut::zeroed(RAW_RECV)),
-                    Access::LOCAL_WRITE,
-                )
-                .unwrap();
-            qp.post_recv(RecvWr::new(
-                i,
-                vec![Sge::new(mr.lkey(), 0, RAW_RECV as u32)],
-            ))
-            .unwrap();
-            recvs.push(mr);
-        }
-        let info = dev
-            .connect(
-                &qp,
-                addr,
-                ConnParam::new(Bytes::copy_from_slice(private), 4, 4),
-            )
-            .await
-            .unwrap();
-        Raw {
-            _dev: dev,
-            pd,
-            cq,
-            qp,
-            recvs,
-            info,
-        }
-    }
-
-    /// Sends `msg` and returns the next received message.
-    async fn exchange(&mut self, msg: Vec<u8>) -> Vec<u8> {
-        let len = msg.len() as u32;
-        let mr = self
-            .pd
-            .register(MrBuffer::Frozen(Bytes::from(msg)), Access::NONE)
-            .unwrap();
-        self.qp
-            .post_send(SendWr::send(100, vec![Sge::new(mr.lkey(), 0, len)]))
-            .unwrap();
-        loop {
-            let wc = tokio::time::timeout(Duration::from_secs(10), self.cq.next())
-                .await
-                .expect("no reply");
-            assert!(wc.is_success(), "{wc:?}");
-            if wc.opcode == WcOpcode::Recv {
-                let mr = self.recvs.remove(0);
-                let mut b = mr.deregister().unwrap().try_into_bytes_mut().unwrap();
-                b.truncate(wc.byte_len as usize);
-                return b.to_vec();
-            }
-        }
-    }
-}
 
 /// `reply` is RDMA_ERROR / ERR_CHUNK for `xid`.
 fn assert_err_chunk(reply: &[u8], xid: u32) {

@@ -1,6 +1,7 @@
 //! Shared test harness: an RDMATEST server and clients over any provider.
 #![allow(dead_code)]
 
+pub mod raw;
 pub mod stand_in;
 
 use std::net::SocketAddr;

@@ -395,9 +395,11 @@ async fn audit14_garbage_args_reply_fits_the_reply_threshold() {
     assert_eq!(srv.stats().counters.snapshot().err_chunk, 1);
     assert_eq!(srv.stats().counters.snapshot().garbage_args, 0);
 
-    // With one Write chunk the same call's GARBAGE_ARGS reply fits.
+    // With one Write chunk the same call's GARBAGE_ARGS reply fits. (A
+    // handle of its own: each call registers its own regions, and the wire
+    // oracle refuses a handle an earlier call offered.)
     let xid = 0x4243;
-    let mut h = vec![xid, 1, 1, 0, 1, 44, 0xdead, 100, 0, 0x1000, 0];
+    let mut h = vec![xid, 1, 1, 0, 1, 44, 0xbeef, 100, 0, 0x1000, 0];
     h.extend([1, 1, 0x77, 4096, 0, 0x10_0000, 0, 0]);
     h.extend([xid, 0, 2, common::PROG, common::VERS, 2, 0, 0, 0, 0, 200]);
     let reply = raw.exchange(words(&h)).await;

@@ -42,68 +42,69 @@ impl BindingLookup for TwoArgs {
     }
 }
 
-/// Finding A14-1 (bug). RFC 8166 §3.4.5: a Read chunk is reinserted where
-/// its Position says, and the draft §3.1 maps one read chunk to one RPC
-/// argument. A Requester need not reduce every DDP-eligible argument (ours
-/// keeps an empty one inline, `plan_call`'s `n == 0` case; RFC 8166 §3.4.2
-/// says "MAY be transferred via DDP"). Here `small` is empty and stays
-/// inline; only `big` (4096 bytes, well under its 1 MiB limit) is reduced.
-/// `ReceivedCall::check_payload` pairs the chunks with `ddp_args` by index,
-/// so the `big` chunk is checked against `small`'s 16-byte limit and the
-/// valid call is refused with ERR_CHUNK.
-#[test]
-fn audit14_read_chunk_is_checked_against_the_argument_at_its_position() {
-    // RPC header (40) | small: len 0 (4) | big: len 4096 (4) | big data -> chunk at 48
+/// A TWO call whose `small` argument stays inline as `small` (its length
+/// word, bytes and pad) and whose `big` argument (4096 bytes, well under
+/// its 1 MiB limit) is reduced to a Read chunk right after its length word.
+fn call_reducing_big_only(small: &[u8]) -> Vec<u8> {
     let mut payload = rpc_call(XID, 0x2000_5299, 1, 1);
-    payload.extend_from_slice(&0u32.to_be_bytes());
+    payload.extend_from_slice(&(small.len() as u32).to_be_bytes());
+    payload.extend_from_slice(small);
+    payload.resize(payload.len().next_multiple_of(4), 0);
     payload.extend_from_slice(&4096u32.to_be_bytes());
-    let msg = Words::new()
+    let position = payload.len() as u32;
+    Words::new()
         .ws(&[XID, 1, 32, 0])
-        .ws(&[1, 48])
+        .ws(&[1, position])
         .hloo(0xaa, 4096, 0x1000)
         .ws(&[0, 0, 0])
         .bytes(&payload)
-        .done();
-    // Control: with every argument allowed 16 MiB the call is delivered.
-    let ctrl = check_call(&msg, &DecodeLimits::default(), &common::AnyBinding, GRANT);
+        .done()
+}
+
+/// Checks that `msg` is delivered with the TWO binding, and (control) with
+/// every argument allowed 16 MiB.
+fn assert_delivered(msg: &[u8]) {
+    let ctrl = check_call(msg, &DecodeLimits::default(), &common::AnyBinding, GRANT);
     assert_eq!(ctrl.action(), Action::Deliver, "control");
-    let v = check_call(&msg, &DecodeLimits::default(), &TwoArgs, GRANT);
+    let v = check_call(msg, &DecodeLimits::default(), &TwoArgs, GRANT);
     assert_eq!(
         v.action(),
         Action::Deliver,
-        "a 4096-byte chunk for `big` (max 1 MiB) is valid; it was checked \
-         against `small` (max 16)"
+        "a 4096-byte chunk for `big` (max 1 MiB) is valid"
     );
+}
+
+/// Finding A14-1 (bug, fixed). RFC 8166 §3.4.5: a Read chunk is reinserted
+/// where its Position says, and the draft §3.1 maps one read chunk to one
+/// RPC argument. A Requester need not reduce every DDP-eligible argument
+/// (ours keeps an empty one inline, `plan_call`'s `n == 0` case; RFC 8166
+/// §3.4.2 says "MAY be transferred via DDP"). Here `small` is empty and
+/// stays inline; only `big` is reduced. `ReceivedCall::check_payload` used
+/// to pair the chunks with `ddp_args` by index, so the `big` chunk was
+/// checked against `small`'s 16-byte limit and the valid call refused with
+/// ERR_CHUNK.
+#[test]
+fn audit14_read_chunk_is_checked_against_the_argument_at_its_position() {
+    // RPC header (40) | small: len 0 (4) | big: len 4096 (4) | chunk at 48
+    let msg = call_reducing_big_only(&[]);
+    assert_delivered(&msg);
 }
 
 /// Same root cause, as a foreign Requester would trigger it: it keeps the
 /// small DDP-eligible argument inline (8 bytes; reducing is optional) and
-/// reduces only `big`. The chunk at Position 56 belongs to `big` but is
-/// checked against `small`'s limit: ERR_CHUNK for a valid call.
+/// reduces only `big`, whose chunk at Position 56 was checked against
+/// `small`'s limit.
 #[test]
 fn audit14_inline_small_argument_then_reduced_big_argument() {
     // RPC header (40) | small: len 8 + 8 bytes (12) | big: len 4096 (4) | chunk at 56
-    let mut payload = rpc_call(XID, 0x2000_5299, 1, 1);
-    payload.extend_from_slice(&8u32.to_be_bytes());
-    payload.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
-    payload.extend_from_slice(&4096u32.to_be_bytes());
-    let msg = Words::new()
-        .ws(&[XID, 1, 32, 0])
-        .ws(&[1, 56])
-        .hloo(0xaa, 4096, 0x1000)
-        .ws(&[0, 0, 0])
-        .bytes(&payload)
-        .done();
-    let ctrl = check_call(&msg, &DecodeLimits::default(), &common::AnyBinding, GRANT);
-    assert_eq!(ctrl.action(), Action::Deliver, "control");
-    let v = check_call(&msg, &DecodeLimits::default(), &TwoArgs, GRANT);
-    assert_eq!(v.action(), Action::Deliver);
+    let msg = call_reducing_big_only(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_delivered(&msg);
 }
 
-/// Finding A14-4 (nit). RFC 8166 §4.2.4: "A Responder MUST silently discard
+/// Finding A14-4 (nit, fixed). RFC 8166 §4.2.4: "A Responder MUST silently discard
 /// RDMA_ERROR procedures"; §4.2: the four fixed fields keep their meaning
 /// and position in every version, so rdma_proc 4 is an RDMA_ERROR whatever
-/// rdma_vers says. `check_call` tests the version first and answers an
+/// rdma_vers says. `check_call` tested the version first and answered an
 /// RDMA_ERROR of another version with ERR_VERS: an error answered with an
 /// error.
 #[test]
@@ -131,17 +132,17 @@ fn offered_reply_chunk_only() -> OfferedChunks {
     }
 }
 
-/// Finding A14-2 (interop risk). The draft §3.4.1: responders should not
+/// Finding A14-2 (interop risk, fixed). The draft §3.4.1: responders should not
 /// use a Reply chunk in RDMA_MSG replies; Linux's client up to the v4.9
 /// reply handler (rpcrdma_reply_handler: "never expect reply chunks (two
 /// ways to check)") rejects an RDMA_MSG reply whose Reply chunk
 /// discriminator is present at all, and fails the RPC with -EIO. Our
-/// Responder answers a call that offered a Reply chunk, when the reply fits
+/// Responder answered a call that offered a Reply chunk, when the reply fit
 /// inline, with RDMA_MSG carrying the Reply chunk echoed with zero lengths.
 /// RFC 8166 §4.3.3 does say the Responder MUST copy the Reply chunk; what
 /// satisfies both is Linux svcrdma's rule: when a Reply chunk is offered,
-/// use it (RDMA_NOMSG). This test accepts either that or a Short reply
-/// without a Reply chunk.
+/// use it (RDMA_NOMSG), which the Responder now does. This test accepts
+/// either that or a Short reply without a Reply chunk.
 #[test]
 fn audit14_rdma_msg_reply_never_carries_a_reply_chunk() {
     // A small reply (28 bytes) to a call that offered an 8 KiB Reply chunk.
@@ -168,15 +169,16 @@ fn audit14_rdma_msg_reply_never_carries_a_reply_chunk() {
     }
 }
 
-/// Finding A14-3 (interop risk). The draft §3.3 (and §3.1: "Other
+/// Finding A14-3 (interop risk, fixed). The draft §3.3 (and §3.1: "Other
 /// implementations do not support sending or receiving multiple Read chunks
 /// with the same Position"): Linux's server up to v5.10
 /// (svc_rdma_recvfrom.c xdr_check_read_list: "Implementation limits: This
 /// implementation supports only one Read chunk") answers ERR_CHUNK to a Read
 /// list with more than one Position. Linux's client never sends one: a call
 /// too large for inline after reduction goes entirely into the Position-Zero
-/// chunk (rpcrdma_areadch). Our `plan_call` sends a Position-Zero chunk AND
-/// the reduced items' chunks at their own Positions.
+/// chunk (rpcrdma_areadch). Our `plan_call` sent a Position-Zero chunk AND
+/// the reduced items' chunks at their own Positions; it now does so only
+/// with `ChunkLimits::long_call_item_chunks`.
 #[test]
 fn audit14_long_call_uses_a_single_read_chunk_position() {
     // RPC header (40) | a: len (4) | a: 100000 bytes DDP | c: 2000 bytes inline

@@ -18,7 +18,7 @@ use common::raw::Raw;
 use oncrpc::{Call, Dispatcher, Payload, ProcError, Request, Service};
 use rdma_verbs::{
     Access, CompletionQueue, ConnParam, ConnectRequest, Device as _, Listener, MemoryRegion,
-    MrBuffer, ProtectionDomain, QpInit, QueuePair, RecvWr, SendWr, Sge, WcOpcode,
+    MrBuffer, ProtectionDomain, QpInit, QueuePair, RecvWr, Sge, WcOpcode,
 };
 use rpcrdma::{Bindings, RdmaClient, RdmaConfig, RdmaServer};
 use rpcrdma_proto::binding::{
@@ -90,11 +90,11 @@ fn bindings() -> Bindings {
     b
 }
 
-/// Finding A14-1 (bug): a Read chunk is checked against the binding's
-/// DDP-eligible argument of the same INDEX among the chunks, not the
-/// argument at its Position. Our requester keeps an empty DDP argument
+/// Finding A14-1 (bug, fixed): a Read chunk was checked against the
+/// binding's DDP-eligible argument of the same INDEX among the chunks, not
+/// the argument at its Position. Our requester keeps an empty DDP argument
 /// inline (`plan_call`: `n == 0`), so `small` = empty, `big` = 4096 bytes
-/// sends one chunk (for `big`), which the responder checks against
+/// sends one chunk (for `big`), which the responder checked against
 /// `small`'s 16-byte limit: ERR_CHUNK for a valid call, between our own
 /// requester and responder.
 #[tokio::test]
@@ -345,15 +345,15 @@ async fn audit14_ok_responder_assumes_1024_without_private_data() {
     srv.shutdown().await;
 }
 
-/// Finding A14-5 (nit, wrong on the wire with asymmetric thresholds): RFC
+/// Finding A14-5 (fixed; wrong on the wire with asymmetric thresholds): RFC
 /// 8166 §4.2.4 / draft §4.1: a Send, header included, must not exceed the
 /// receiver's inline threshold. `plan_reply` refuses a reply whose echoed
 /// chunk lists exceed the reply threshold (HeaderTooLarge -> ERR_CHUNK), but
-/// the GARBAGE_ARGS answer (`answer_verdict` -> `send_plain`) echoes every
+/// the GARBAGE_ARGS answer (`answer_verdict` -> `send_plain`) echoed every
 /// offered chunk with no such check. A requester that receives 1024 bytes
 /// and sends 4096, offering 4 Write chunks of 16 segments (1056 bytes of
 /// Write list) on a PUT whose Read chunk disagrees with its length word,
-/// gets a ~1.1 KB Send into its 1024-byte receive buffer (a real RNIC fails
+/// got a ~1.1 KB Send into its 1024-byte receive buffer (a real RNIC fails
 /// the receive and the connection; the raw peer here posts 16 KiB buffers
 /// so the size can be seen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -538,95 +538,46 @@ async fn audit14_ok_long_reply_with_a_used_write_chunk() {
 /// changed the peer's Private Data across a reconnect.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit14_ok_private_data_may_change_on_reconnect() {
+    use common::stand_in;
     use rpcrdma_proto::private_data::PrivateData;
-    let dev = iwarp::Device::default();
-    let listener = dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let addr = listener.local_addr();
     // (connection, rdma_proc) of every message received.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, u32)>();
-    tokio::spawn(async move {
-        let mut n = 0usize;
-        while let Ok(req) = listener.next_request().await {
-            let tx = tx.clone();
-            let conn = n;
-            n += 1;
-            tokio::spawn(async move {
-                let pdata = if conn == 0 {
-                    PrivateData {
-                        remote_invalidation: true,
-                        send_size: 8192,
-                        recv_size: 8192,
-                    }
-                    .encode()
-                    .to_vec()
-                } else {
-                    Vec::new()
-                };
-                let dev = iwarp::Device::default();
-                let pd = dev.alloc_pd().unwrap();
-                let cq = dev.create_cq(256).unwrap();
-                let qp = dev.create_qp(&pd, QpInit::with_cq(cq.clone())).unwrap();
-                let mut recvs = std::collections::HashMap::new();
-                for i in 0..32u64 {
-                    let mr = pd
-                        .register(
-                            MrBuffer::Mutable(BytesMut::zeroed(8192)),
-                            Access::LOCAL_WRITE,
-                        )
-                        .unwrap();
-                    qp.post_recv(RecvWr::new(i, vec![Sge::new(mr.lkey(), 0, 8192)]))
-                        .unwrap();
-                    recvs.insert(i, mr);
-                }
-                if req
-                    .accept(&qp, ConnParam::new(Bytes::from(pdata), 4, 4))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                let mut keep = Vec::new();
-                loop {
-                    let wc = cq.next().await;
-                    if wc.opcode != WcOpcode::Recv {
-                        continue;
-                    }
-                    if !wc.is_success() {
-                        return;
-                    }
-                    let Some(mr) = recvs.remove(&wc.wr_id) else {
-                        continue;
-                    };
-                    let b = mr.deregister().unwrap().try_into_bytes_mut().unwrap();
-                    let w = |i: usize| u32::from_be_bytes(b[i * 4..i * 4 + 4].try_into().unwrap());
-                    let (xid, proc_) = (w(0), w(3));
-                    let _ = tx.send((conn, proc_));
-                    // Answer RDMA_MSG NULL calls (RPC procedure word 12).
-                    if proc_ == 0 && w(12) == 0 {
-                        let reply = words(&[xid, 1, 8, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]);
-                        let len = reply.len() as u32;
-                        let smr = pd
-                            .register(MrBuffer::Frozen(Bytes::from(reply)), Access::NONE)
-                            .unwrap();
-                        if qp
-                            .post_send(SendWr::send(wc.wr_id, vec![Sge::new(smr.lkey(), 0, len)]))
-                            .is_err()
-                        {
-                            return;
-                        }
-                        keep.push(smr);
-                    }
-                }
-            });
-        }
-    });
     let cfg = RdmaConfig {
         call_timeout: Duration::from_millis(500),
         ..RdmaConfig::default()
     };
-    let c = RdmaClient::connect(iwarp::Device::default(), addr, cfg, Bindings::rdmatest())
-        .await
-        .unwrap();
+    let c = stand_in::client_of(cfg, move |req, dev, conn| {
+        let tx = tx.clone();
+        async move {
+            let pdata = if conn == 0 {
+                PrivateData {
+                    remote_invalidation: true,
+                    send_size: 8192,
+                    recv_size: 8192,
+                }
+                .encode()
+                .to_vec()
+            } else {
+                Vec::new()
+            };
+            stand_in::serve_with(req, dev, Bytes::from(pdata), 8192, move |b, pd, qp| {
+                let w = |i: usize| {
+                    b.get(i * 4..i * 4 + 4)
+                        .map_or(u32::MAX, |x| u32::from_be_bytes(x.try_into().unwrap()))
+                };
+                let (xid, proc_) = (w(0), w(3));
+                let _ = tx.send((conn, proc_));
+                // Answer RDMA_MSG NULL calls (RPC procedure word 12).
+                if proc_ == 0 && w(12) == 0 {
+                    let reply = stand_in::words(&[xid, 1, 8, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]);
+                    return Some(vec![stand_in::send(pd, qp, u64::from(xid), reply)?]);
+                }
+                Some(Vec::new())
+            })
+            .await
+        }
+    })
+    .await;
     let t = common::typed(&c);
     t.null().await.unwrap();
     let th = c.thresholds().unwrap();

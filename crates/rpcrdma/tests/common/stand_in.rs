@@ -22,8 +22,23 @@ pub type Mr = <iwarp::Device as Device>::Mr;
 /// posted (never re-posted), then hands each received message to `answer`,
 /// which posts what it likes and returns the regions to keep registered,
 /// or `None` to stop serving.
-pub async fn serve<F>(req: iwarp::device::ConnRequest, dev: iwarp::Device, mut answer: F)
+pub async fn serve<F>(req: iwarp::device::ConnRequest, dev: iwarp::Device, answer: F)
 where
+    F: FnMut(&[u8], &Pd, &Qp) -> Option<Vec<Mr>>,
+{
+    let pdata = RdmaConfig::default().private_data().encode();
+    serve_with(req, dev, Bytes::copy_from_slice(&pdata), 4096, answer).await
+}
+
+/// [`serve`] accepting with `private_data` (empty: none) and receive
+/// buffers of `recv_size` bytes.
+pub async fn serve_with<F>(
+    req: iwarp::device::ConnRequest,
+    dev: iwarp::Device,
+    private_data: Bytes,
+    recv_size: usize,
+    mut answer: F,
+) where
     F: FnMut(&[u8], &Pd, &Qp) -> Option<Vec<Mr>>,
 {
     let pd = dev.alloc_pd().unwrap();
@@ -33,17 +48,19 @@ where
     for i in 0..64u64 {
         let mr = pd
             .register(
-                MrBuffer::Mutable(BytesMut::zeroed(4096)),
+                MrBuffer::Mutable(BytesMut::zeroed(recv_size)),
                 Access::LOCAL_WRITE,
             )
             .unwrap();
-        qp.post_recv(RecvWr::new(i, vec![Sge::new(mr.lkey(), 0, 4096)]))
-            .unwrap();
+        qp.post_recv(RecvWr::new(
+            i,
+            vec![Sge::new(mr.lkey(), 0, recv_size as u32)],
+        ))
+        .unwrap();
         recvs.insert(i, mr);
     }
-    let pdata = RdmaConfig::default().private_data().encode();
     if req
-        .accept(&qp, ConnParam::new(Bytes::copy_from_slice(&pdata), 4, 4))
+        .accept(&qp, ConnParam::new(private_data, 4, 4))
         .await
         .is_err()
     {

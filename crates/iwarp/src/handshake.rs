@@ -20,7 +20,16 @@ use crate::wire::mpa::{
 pub struct MpaConfig {
     /// Ask for / require CRC32c.
     pub crc: bool,
-    /// Revision to send as initiator (1 or 2). Responders accept both.
+    /// Revision to send as initiator (1 or 2; default 2). Responders
+    /// accept both.
+    ///
+    /// Revision 1 cannot connect to Linux's NFS server (svcrdma) over
+    /// iWARP: revision 1 carries no IRD/ORD (RFC 6581 §3 added them), so
+    /// the kernel's iWARP connection manager hands svcrdma an initiator
+    /// depth of 0, which svcrdma rejects (an MPA Reply with the Reject bit
+    /// and no private data). Use revision 2, the default, against Linux;
+    /// revision 1 only reaches responders that need no IRD/ORD, such as
+    /// this crate's own.
     pub revision: u8,
     /// As a revision-2 initiator, request the peer-to-peer RTR model.
     pub peer_to_peer: bool,

@@ -36,6 +36,7 @@ command -v rpcinfo >/dev/null 2>&1 || need+=(rpcbind)
 command -v rpcgen  >/dev/null 2>&1 || need+=(rpcsvc-proto)
 [ -f /usr/include/tirpc/rpc/rpc.h ] || need+=(libtirpc-dev)
 command -v cc      >/dev/null 2>&1 || need+=(gcc)
+command -v nfs-ls  >/dev/null 2>&1 || need+=(libnfs-utils)
 if [ "${#need[@]}" -gt 0 ]; then
   step "installing system packages: ${need[*]}"
   SUDO=""

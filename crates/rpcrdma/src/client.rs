@@ -93,9 +93,9 @@ struct Conn<D: Device> {
     gen: u64,
     neg: Negotiated,
     /// Messages received on this connection: a connection that never
-    /// carried one counts as a failed reconnect attempt (review 10, R10-2),
-    /// and a call that times out with none received since it was sent
-    /// finds the connection silent (R10-3).
+    /// carried one counts as a failed reconnect attempt, and a call that
+    /// times out with none received since it was sent finds the connection
+    /// silent.
     recvs: AtomicU64,
     /// A NULL probe of this connection is in flight (see `Shared::probe`).
     probing: AtomicBool,
@@ -142,8 +142,8 @@ struct State<D: Device> {
     calls: IdMap<u32, Slot<D>>,
     /// Connections in a row that ended without carrying a message, plus
     /// failed connection attempts since: where the reconnect backoff goes
-    /// on from (review 10, R10-2: a peer that accepts and closes at once
-    /// must not get a reconnect, and a retransmission, every 10 ms).
+    /// on from, so that a peer that accepts and closes at once does not get
+    /// a reconnect, and a retransmission, every 10 ms.
     barren: u32,
 }
 
@@ -431,7 +431,7 @@ impl<D: Device> Shared<D> {
             xid
         };
         // A caller that drops this future (select!, task abort) gives the
-        // call up like a timeout does (review F10).
+        // call up like a timeout does.
         let mut forget = ForgetOnDrop {
             shared: sh,
             xid: Some(xid),
@@ -468,8 +468,7 @@ impl<D: Device> Shared<D> {
     /// (procedure 0 of the same program and version) tells them apart: if
     /// it too times out with nothing received, the connection is treated
     /// as lost, as xprtrdma treats a major timeout: reconnect and
-    /// retransmit the live calls (review 10, R10-3). One probe at a time
-    /// per connection.
+    /// retransmit the live calls. One probe at a time per connection.
     fn probe(self: &Arc<Self>, conn: Arc<Conn<D>>, prog: u32, vers: u32, timeout: Duration) {
         if conn.probing.swap(true, Relaxed) {
             return;
@@ -478,8 +477,8 @@ impl<D: Device> Shared<D> {
         tokio::spawn(async move {
             // At least a whole call timeout, judged like any call:
             // only if the probe itself was sent (not left waiting for a
-            // credit; review 11, R11-2) at least half of it ago, with
-            // nothing received since.
+            // credit) at least half of it ago, with nothing received
+            // since.
             let timeout = timeout.max(sh.config.call_timeout);
             let null = Request::new(prog, vers, 0, oncrpc::Payload::new()).with_timeout(timeout);
             let (_, silent) = sh.call_judged(null).await;
@@ -553,8 +552,9 @@ impl<D: Device> Shared<D> {
     /// A call was queued again after its connection was lost: if
     /// `conn_lost` has already run (and its reconnect, if any, has given
     /// up), nothing would ever send or fail it; start a reconnect, which
-    /// sends it or fails it (review 6, R6-6: with reconnecting off, a call
-    /// caught in the middle of being sent waited for its timeout).
+    /// sends it or fails it. With reconnecting off too, a call caught in
+    /// the middle of being sent fails at once instead of waiting for its
+    /// timeout.
     fn reconnect_if_orphaned(self: &Arc<Self>, st: &mut State<D>) {
         if st.conn.is_none() && !st.queue.is_empty() {
             self.start_reconnect(st);
@@ -635,8 +635,7 @@ impl<D: Device> Shared<D> {
             // Barren: one more failed attempt after those that led to it.
             // Only a connection that ended soon after it was made: one that
             // carried data for a while (RDMA Writes of a long reply, which
-            // this side does not see) is not a failed attempt (review 11,
-            // R11-3).
+            // this side does not see) is not a failed attempt.
             let soon = conn.since.elapsed() < self.config.reconnect.max.max(Duration::from_secs(1));
             st.barren = if conn.recvs.load(Relaxed) == 0 && soon {
                 st.barren.saturating_add(1)
@@ -650,9 +649,8 @@ impl<D: Device> Shared<D> {
             if slot.sent.as_ref().is_some_and(|s| s.gen == conn.gen) {
                 let sent = slot.sent.take().expect("checked");
                 // The result buffers go back whole: a buffer registered
-                // segment by segment comes back in pieces, joined again
-                // (review 10, R10-6: only the last piece was kept, so the
-                // retransmission offered no Write chunk).
+                // segment by segment comes back in pieces, joined again,
+                // so that the retransmission offers the whole Write chunk.
                 let mut back = Vec::new();
                 release_regions(sent.regions, &mut back);
                 restore(&mut slot.bufs, back);
@@ -698,7 +696,7 @@ impl<D: Device> Shared<D> {
         // A call with chunks on this connection may be moving data (RDMA
         // Writes of its result, Reads of its arguments), which this side
         // does not see: a small call behind it on the same stream waits
-        // too. Such a connection is not judged silent (review 11, R11-1).
+        // too. Such a connection is not judged silent.
         let moving = st.calls.values().any(|s| {
             s.sent
                 .as_ref()
@@ -730,9 +728,9 @@ impl<D: Device> Shared<D> {
                 // The responder may still be moving this call's data, and
                 // the regions own their buffers, so a late RDMA Write lands
                 // in memory nobody reads and a late Read finds what the
-                // caller handed over. Deregistering here made each of
-                // those a protection error that broke the connection for
-                // every other call (review G2).
+                // caller handed over. Deregistered here, each of those
+                // would be a protection error that breaks the connection
+                // for every other call.
                 sent.gen
             }
         };
@@ -755,8 +753,7 @@ impl<D: Device> Shared<D> {
     /// more than [`RdmaConfig::max_abandoned_bytes`] of buffers, memory
     /// grows on the responder's say-so. Either way: treat it as a major
     /// timeout and break the connection, so that `conn_lost` drops them
-    /// and the live calls are retransmitted on a new connection (reviews
-    /// F4, H1, H3).
+    /// and the live calls are retransmitted on a new connection.
     fn break_if_stuck(&self, st: MutexGuard<'_, State<D>>) {
         let Some(conn) = st.conn.clone() else {
             return;
@@ -840,8 +837,8 @@ impl<D: Device> Shared<D> {
                         if self.send_failed(&conn, xid, e) && !self.replaced(&conn) {
                             // The QP is down and `conn_lost` has not run
                             // yet: every further post would fail the same
-                            // way. Stop here (review G1: looping made a
-                            // busy loop that starved the completion task);
+                            // way. Stop here (looping would be a busy loop
+                            // that starves the completion task);
                             // `conn_lost` retransmits the queue on a new
                             // connection. (If a new connection is already
                             // installed, its pump may have run before this
@@ -871,7 +868,7 @@ impl<D: Device> Shared<D> {
                     if !alive {
                         if newer(&st, &conn) {
                             // Requeued after the new connection's own pump
-                            // ran (review 10, R10-1): send it there now.
+                            // ran: send it there now.
                             continue;
                         }
                         self.reconnect_if_orphaned(&mut st);
@@ -1143,7 +1140,7 @@ impl<D: Device> Shared<D> {
                     // it declared but did not write keep the buffer's
                     // earlier contents (zeros, the caller's old data, or a
                     // first attempt's data after a retransmission). The
-                    // region is never remotely readable (review 3, H2).
+                    // region is never remotely readable.
                     if b.len() >= len {
                         b.truncate(len);
                     } else {
@@ -1255,7 +1252,7 @@ impl<D: Device> Shared<D> {
         };
         let slot = st.calls.remove(&xid);
         if lowered {
-            // Abandoned calls may now hold every credit (review H1).
+            // Abandoned calls may now hold every credit.
             self.break_if_stuck(st);
         } else {
             drop(st);

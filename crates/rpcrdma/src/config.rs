@@ -112,7 +112,7 @@ pub struct RdmaConfig {
     /// (see [`read_timeout`](Self::read_timeout)), so without this bound a
     /// few peers that trickle their Read Responses could hold the whole
     /// budget and make every other client's Read-chunk call wait until it
-    /// times out (review 10, R10-4). Waits for the connection's own budget
+    /// times out. Waits for the connection's own budget
     /// ([`max_read_bytes_per_connection`](Self::max_read_bytes_per_connection))
     /// are not bounded: only the connection's own calls are ahead there.
     /// Default 5 s: well inside the default 30 s
@@ -143,7 +143,7 @@ pub struct RdmaConfig {
     /// rebooted, a NAT or firewall that dropped its state) otherwise keeps
     /// its connection, its [`max_connections`](Self::max_connections) slot,
     /// its posted receives and its queue pair for as long as the server
-    /// runs (review 10, R10-5). A live requester loses nothing: its next
+    /// runs. A live requester loses nothing: its next
     /// call reconnects and is sent on the new connection. The connection is
     /// closed between this and 1.25 times this after its last activity.
     /// Default 300 s, like the RPC-over-TCP server's idle timeout

@@ -92,6 +92,8 @@ struct Conn<D: Device> {
     ep: Endpoint<D>,
     gen: u64,
     neg: Negotiated,
+    /// The R bit this side advertised in its RFC 8797 private data.
+    local_remote_invalidation: bool,
     /// Messages received on this connection: a connection that never
     /// carried one counts as a failed reconnect attempt, and a call that
     /// times out with none received since it was sent finds the connection
@@ -275,12 +277,36 @@ impl<D: Device> RdmaClient<D> {
             .map(|c| c.neg.thresholds)
     }
 
-    /// Whether both sides agreed on remote invalidation (RFC 8797 §6).
+    /// Whether both sides set the Remote Invalidation bit (R) in their RFC
+    /// 8797 private data on the current connection (`None` while
+    /// disconnected). RFC 8797 §6 lets a responder use Send with Invalidate
+    /// only then.
+    ///
+    /// This does not say whether replies arrive by Send with Invalidate:
+    /// this requester accepts one whenever it set its own bit (see
+    /// [`accepts_remote_invalidation`](Self::accepts_remote_invalidation)),
+    /// and Linux's server (svcrdma) sets R = 0 yet invalidates the call's
+    /// STag whenever the requester set R and the call used one STag, so
+    /// against Linux this reports `Some(false)` while replies do come by
+    /// Send with Invalidate. [`ClientStats::remote_invalidations`] counts
+    /// the replies that did.
     pub fn remote_invalidation(&self) -> Option<bool> {
         lock(&self.shared.state)
             .conn
             .as_ref()
             .map(|c| c.neg.remote_invalidation)
+    }
+
+    /// Whether this requester advertised the Remote Invalidation bit (R) on
+    /// the current connection, so that the responder may invalidate the
+    /// call's STag by Send with Invalidate (`None` while disconnected).
+    /// This side's bit alone decides whether such a reply is taken: it is
+    /// [`RdmaConfig::remote_invalidation`].
+    pub fn accepts_remote_invalidation(&self) -> Option<bool> {
+        lock(&self.shared.state)
+            .conn
+            .as_ref()
+            .map(|c| c.local_remote_invalidation)
     }
 
     /// True while a connection is established.
@@ -355,6 +381,7 @@ impl<D: Device> Conn<D> {
             ep,
             gen,
             neg,
+            local_remote_invalidation: local.remote_invalidation,
             recvs: AtomicU64::new(0),
             probing: AtomicBool::new(false),
             since: Instant::now(),

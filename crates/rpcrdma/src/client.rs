@@ -253,6 +253,15 @@ impl<D: Device> RdmaClient<D> {
 
     /// Makes a call and reports what went on the wire.
     ///
+    /// A Reply chunk is offered only when the reply may exceed the reply
+    /// inline threshold (RFC 8166 §3.5.3). The reply's largest size is the
+    /// Upper-Layer Binding's estimate for the procedure (raised to
+    /// `req.max_reply_len` when that is larger); without an estimate it is
+    /// the reply header alone for NULL (procedure 0, a void result),
+    /// otherwise `req.max_reply_len`, or, when the caller gave none,
+    /// [`RdmaConfig::default_max_reply`]. The header's share is
+    /// [`RdmaConfig::reply_overhead`].
+    ///
     /// DDP-eligible arguments are the `Ddp` pieces of `req.args` (moved in
     /// Read chunks when the call does not fit inline); DDP-eligible results
     /// are placed into `req.result_bufs` (one Write chunk each, capacity =
@@ -1064,9 +1073,17 @@ impl<D: Device> Shared<D> {
                 (wc, overhead + est.max_reduced_results + inline)
             }
             (Some(est), None) => (Vec::new(), overhead + est.max_unreduced_results()),
-            _ => (Vec::new(), cfg.default_max_reply as u64),
+            // Without an estimate, NULL (procedure 0) has a void result, so
+            // its reply is the reply header alone.
+            (None, _) if req.procedure == 0 => (Vec::new(), overhead),
+            // Otherwise the caller's bound, or the configured default.
+            (None, _) => (
+                Vec::new(),
+                req.max_reply_len
+                    .map_or(cfg.default_max_reply as u64, |m| m as u64),
+            ),
         };
-        if let Some(m) = req.max_reply_len {
+        if let (Some(_), Some(m)) = (&est, req.max_reply_len) {
             max_reduced = max_reduced.max(m as u64);
         }
         let shape = ReplyShape {

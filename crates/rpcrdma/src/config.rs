@@ -90,7 +90,13 @@ pub struct RdmaConfig {
     /// to 400 bytes; default 512).
     pub reply_overhead: u32,
     /// Largest reply Payload to provision a Reply chunk for when neither the
-    /// binding nor the request bounds it (default 1 MiB).
+    /// binding nor the request bounds it (default 1 MiB). Never used for
+    /// NULL (procedure 0), whose void result needs no Reply chunk. A Reply
+    /// chunk is offered only when the reply may exceed the reply inline
+    /// threshold (see [`RdmaClient::call_with_report`](crate::RdmaClient::call_with_report)):
+    /// a responder such as Linux's uses any Reply chunk it is offered, so
+    /// a needless one turns a small reply into RDMA Writes and an
+    /// RDMA_NOMSG, and costs a registration per call.
     pub default_max_reply: u32,
     /// Connection establishment timeout (default 5 s).
     pub connect_timeout: Duration,

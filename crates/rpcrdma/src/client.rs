@@ -37,7 +37,7 @@ use oncrpc::{decode_reply, Channel, Payload, PayloadBuilder, Piece, Request, Rpc
 use rdma_verbs::idhash::IdMap;
 use rdma_verbs::{
     Access, ConnParam, Device, FastRegWr, MemoryRegion, MrBuffer, ProtectionDomain, QpState,
-    QueuePair, SendOp, VerbsError, WorkCompletion,
+    QueuePair, RemoteAddr, SendOp, SendWr, VerbsError, WorkCompletion,
 };
 use rpcrdma_proto::binding::ArgsView;
 use rpcrdma_proto::counters::Counters;
@@ -52,7 +52,7 @@ use rpcrdma_proto::validate::{check_reply, ReplyVerdict};
 use rpcrdma_proto::wire::{Body, ChunkListsRepr, ErrorBody};
 use tokio::sync::oneshot;
 
-use crate::config::RdmaConfig;
+use crate::config::{RdmaConfig, FIRST_REPLY_NUDGES};
 use crate::endpoint::{lock, Endpoint, RECV_MARGIN};
 use crate::error::TransportError;
 use crate::report::{CallReport, MessageKind, ReplyMode};
@@ -81,6 +81,10 @@ pub struct ClientStats {
     pub silent_disconnects: AtomicU64,
     /// Calls completed (successfully or with an RPC-level error).
     pub completed: AtomicU64,
+    /// Zero-length RDMA Writes posted on new connections that had received
+    /// nothing a while after a call was sent
+    /// ([`RdmaConfig::first_reply_nudge`]).
+    pub first_reply_nudges: AtomicU64,
     /// XDR pad segments offered after Write chunks
     /// ([`RdmaConfig::write_pad`]), counted per call sent (a retransmission
     /// offers them again).
@@ -101,6 +105,11 @@ struct Conn<D: Device> {
     recvs: AtomicU64,
     /// A NULL probe of this connection is in flight (see `Shared::probe`).
     probing: AtomicBool,
+    /// The wait before the first zero-length RDMA Write while nothing has
+    /// arrived (`None`: off, see [`RdmaConfig::first_reply_nudge`]).
+    nudge: Option<Duration>,
+    /// The nudging task has been started.
+    nudging: AtomicBool,
     /// When the connection was made.
     since: Instant,
 }
@@ -360,6 +369,17 @@ impl<D: Device> Channel for RdmaClient<D> {
     }
 }
 
+/// The provider name of [`memfabric`](crate::memfabric).
+const MEMFABRIC: &str = "memfabric";
+
+/// Whether the provider takes a zero-length RDMA Write to STag 0 as a
+/// no-op, as the RTR message of RFC 6581 §3 is taken (Linux's siw and this
+/// workspace's iWARP provider place nothing and check no STag). The
+/// in-memory fabric checks the STag of every RDMA Write, and refuses it.
+fn accepts_zero_length_write<D: Device>(dev: &D) -> bool {
+    dev.name() != MEMFABRIC
+}
+
 fn rand_xid() -> u32 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -393,6 +413,10 @@ impl<D: Device> Conn<D> {
             local_remote_invalidation: local.remote_invalidation,
             recvs: AtomicU64::new(0),
             probing: AtomicBool::new(false),
+            nudge: config
+                .first_reply_nudge
+                .filter(|_| accepts_zero_length_write(dev)),
+            nudging: AtomicBool::new(false),
             since: Instant::now(),
         }))
     }
@@ -869,7 +893,11 @@ impl<D: Device> Shared<D> {
                     });
                     drop(st);
                     let send = SendOp::Send { solicited: false };
-                    if let Err(e) = conn.ep.post_send_msg(send, p.send, Vec::new()) {
+                    let posted = conn.ep.post_send_msg(send, p.send, Vec::new());
+                    if posted.is_ok() {
+                        self.nudge_if_silent(&conn);
+                    }
+                    if let Err(e) = posted {
                         if self.send_failed(&conn, xid, e) && !self.replaced(&conn) {
                             // The QP is down and `conn_lost` has not run
                             // yet: every further post would fail the same
@@ -939,6 +967,48 @@ impl<D: Device> Shared<D> {
                 }
             }
         }
+    }
+
+    /// Starts, once per connection, the task that posts zero-length RDMA
+    /// Writes while nothing has arrived on `conn` since a call was sent on
+    /// it (see [`RdmaConfig::first_reply_nudge`]).
+    fn nudge_if_silent(self: &Arc<Self>, conn: &Arc<Conn<D>>) {
+        let Some(first) = conn.nudge else {
+            return;
+        };
+        if conn.recvs.load(Relaxed) > 0 || conn.nudging.swap(true, Relaxed) {
+            return;
+        }
+        let weak = Arc::downgrade(conn);
+        let shared = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut wait = first;
+            for _ in 0..FIRST_REPLY_NUDGES {
+                tokio::time::sleep(wait).await;
+                let (Some(conn), Some(sh)) = (weak.upgrade(), shared.upgrade()) else {
+                    return;
+                };
+                if conn.recvs.load(Relaxed) > 0
+                    || conn.ep.is_dead()
+                    || conn.ep.qp.state() != QpState::Connected
+                {
+                    return;
+                }
+                let wr = SendWr::new(
+                    0,
+                    SendOp::RdmaWrite {
+                        remote: RemoteAddr { rkey: 0, offset: 0 },
+                    },
+                    Vec::new(),
+                );
+                if conn.ep.post(wr, Vec::new(), None).is_err() {
+                    return;
+                }
+                sh.stats.first_reply_nudges.fetch_add(1, Relaxed);
+                tracing::debug!(addr = %sh.addr, ?wait, "nothing received yet: zero-length RDMA Write");
+                wait = wait.saturating_mul(2);
+            }
+        });
     }
 
     /// A connection other than `conn` is installed now.
@@ -1641,4 +1711,17 @@ fn initial_report(
         r.reply_chunk_offered = c.reply_chunk.is_some();
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use rdma_verbs::Device;
+
+    #[test]
+    fn memfabric_is_named_as_the_nudge_check_expects() {
+        assert_eq!(crate::memfabric::Fabric::new().name(), super::MEMFABRIC);
+        assert!(!super::accepts_zero_length_write(
+            &crate::memfabric::Fabric::new()
+        ));
+    }
 }

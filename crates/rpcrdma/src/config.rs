@@ -34,8 +34,14 @@ impl Backoff {
 }
 
 /// The most credits a connection uses, whatever [`RdmaConfig::credits`]
-/// says (review 10, R10-11: larger values overflowed the receive count).
+/// says: the receives posted per connection are counted in a `u32` with a
+/// margin added, and each costs an `inline_recv` buffer.
 pub const MAX_CREDITS: u32 = 4096;
+
+/// The most zero-length RDMA Writes a new connection gets while waiting
+/// for its first message (see [`RdmaConfig::first_reply_nudge`]): with the
+/// default 100 ms the last is posted 3.1 s after the first call was sent.
+pub const FIRST_REPLY_NUDGES: u32 = 5;
 
 /// Configuration shared by the requester ([`RdmaClient`](crate::RdmaClient))
 /// and the responder ([`RdmaServer`](crate::RdmaServer)).
@@ -100,6 +106,25 @@ pub struct RdmaConfig {
     pub default_max_reply: u32,
     /// Connection establishment timeout (default 5 s).
     pub connect_timeout: Duration,
+    /// Requester: when nothing has arrived on a new connection this long
+    /// after a call was sent on it, post a zero-length RDMA Write, again
+    /// after twice the wait, and so on, [`FIRST_REPLY_NUDGES`] times at
+    /// most, until a message arrives (default 100 ms; `None`: never).
+    ///
+    /// Linux's soft-iWARP (siw) as responder installs its RDMA-mode receive
+    /// callback only after it has sent the MPA Reply; bytes that reach it
+    /// in between (often the initiator's RTR and first Send, in one TCP
+    /// segment) stay unread until more bytes arrive. The first call would
+    /// then wait for its timeout, holding the only credit a new connection
+    /// has (RFC 8166 §3.3.1), so nothing else could be sent to wake it. A
+    /// zero-length RDMA Write needs no credit and no receive, carries no
+    /// data, and is what RFC 6581 §3 uses as RTR; siw ignores one after
+    /// RTS, and so does this crate's iWARP provider. It is not posted on
+    /// the in-memory provider ([`memfabric`](crate::memfabric)), which has
+    /// no such race and checks the STag of every RDMA Write. Waiting before
+    /// the first Send instead would only narrow the window and would delay
+    /// every new connection's first call.
+    pub first_reply_nudge: Option<Duration>,
     /// Responder: bytes of RDMA Read sinks (call data pulled from Read
     /// chunks) one connection may hold at once; calls wait for room, a single
     /// call needing more is answered ERR_CHUNK (default 256 MiB).
@@ -190,6 +215,7 @@ impl Default for RdmaConfig {
             reply_overhead: 512,
             default_max_reply: 1 << 20,
             connect_timeout: Duration::from_secs(5),
+            first_reply_nudge: Some(Duration::from_millis(100)),
             max_read_bytes_per_connection: 256 << 20,
             max_read_bytes: 1 << 30,
             read_budget_wait: Duration::from_secs(5),

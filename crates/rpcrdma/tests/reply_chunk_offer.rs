@@ -87,8 +87,7 @@ async fn linux_like() -> (SocketAddr, mpsc::UnboundedReceiver<Seen>) {
                         procedure,
                         reply_chunk: rc.map(|(len, _)| len),
                     });
-                    let reply =
-                        stand_in::words(&[xid, 1, credits, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]);
+                    let reply = stand_in::words(&[xid, 1, credits, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]);
                     let len = reply.len() as u32;
                     let mr = pd
                         .register(MrBuffer::Frozen(reply), rdma_verbs::Access::NONE)

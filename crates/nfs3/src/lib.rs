@@ -11,6 +11,8 @@
 //! * [`procs`]: program and procedure numbers, and [`Nfs3Args`] /
 //!   [`Nfs3Res`], any procedure's argument or result decoded by number;
 //! * [`mount`]: the MOUNT protocol;
+//! * [`binding`]: the RFC 8267 Upper-Layer Bindings ([`Nfs3Binding`],
+//!   [`MountBinding`]) for `rpcrdma`;
 //! * [`codec`]: [`PayloadEncode`] (append to an `oncrpc::PayloadBuilder`,
 //!   DDP-eligible opaques as DDP pieces) and [`decode_payload`].
 //!
@@ -41,12 +43,14 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod binding;
 pub mod codec;
 pub mod mount;
 pub mod procs;
 pub mod res;
 pub mod types;
 
+pub use binding::{MountBinding, Nfs3Binding};
 pub use codec::{decode_payload, PayloadEncode};
 pub use mount::{MountArgs, MountRes, Mountstat3, MOUNT_PROGRAM, MOUNT_V3};
 pub use procs::{proc3, DecodeError, Nfs3Args, Nfs3Res, NFS_PROGRAM, NFS_V3};

@@ -561,7 +561,7 @@ impl Drop for Listener {
 /// Bounds concurrently running MPA Request reads per listener: when a new
 /// connection arrives and all are busy, the oldest pending read is dropped
 /// (its connection closed), so idle sockets can delay a real handshake only
-/// by being newer than it (review F8).
+/// by being newer than it.
 const MAX_PENDING_HANDSHAKES: usize = 64;
 
 /// Time a new connection has to deliver the 20-byte MPA Request header
@@ -1463,7 +1463,7 @@ async fn writer(path: Arc<TxPath>, file: Option<Capture>, close_grace: Duration)
         }
     }
     // Both halves: after a local disconnect or an error the receive half
-    // must stop too (review F7); the reader sees end of stream and a
+    // must stop too; the reader sees end of stream and a
     // stopped QP.
     let _ = socket2::SockRef::from(&*path.stream).shutdown(std::net::Shutdown::Both);
     sh.lock().tx_closed = true;
@@ -1477,11 +1477,11 @@ async fn writer(path: Arc<TxPath>, file: Option<Capture>, close_grace: Duration)
 
 /// Writes all buffers, as [`write_all`], while the QP runs. Once it has
 /// stopped, the peer must take bytes at least once every `close_grace`,
-/// and all of them within `CLOSE_GRACE_CAP` × `close_grace` of the stop
-/// (review 5, F4: a peer that did not read kept a stopped connection, its
+/// and all of them within `CLOSE_GRACE_CAP` × `close_grace` of the stop:
+/// a peer that does not read cannot keep a stopped connection, its
 /// socket and the queued bytes, with our Terminate unsent behind them,
-/// until the last handle to the QP was dropped; review 6, R6-3: a slow
-/// but reading peer still gets the rest and the Terminate).
+/// until the last handle to the QP is dropped, while a slow but reading
+/// peer still gets the rest and the Terminate.
 /// `stopped_at` is when the QP stopped (set here), for the cap;
 /// `progress_at` is the last time the socket took bytes after the stop.
 async fn write_until_grace(

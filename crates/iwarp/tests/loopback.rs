@@ -940,7 +940,7 @@ async fn burst_of_small_sends_is_coalesced() {
     );
 }
 
-/// Review F8: many idle TCP connections (more than the listener's pending
+/// Many idle TCP connections (more than the listener's pending
 /// handshake slots) do not delay a real MPA handshake, and a silent
 /// connection is closed after the short header timeout, well before the
 /// 10 s handshake timeout.

@@ -1,4 +1,4 @@
-//! review5: a local Terminate must go out, and the connection close, in
+//! A local Terminate must go out, and the connection close, in
 //! bounded time even when the peer never reads.
 
 use bytes::BytesMut;
@@ -127,7 +127,7 @@ async fn drain(s: &mut tokio::net::TcpStream) -> (usize, Vec<u8>) {
     }
 }
 
-/// Review 5, F4: a peer that never reads cannot hold a stopped QP's
+/// A peer that never reads cannot hold a stopped QP's
 /// connection open: after `close_grace` the transmit half gives up on the
 /// queued bytes (and the Terminate behind them) and shuts the connection,
 /// though the consumer still holds the QP.
@@ -221,7 +221,7 @@ async fn terminate_right_after_the_handshake() {
     assert!(r.is_ok(), "connection not closed");
 }
 
-/// Review 6: a peer that reads all the time, only slowly (about 0.5 MB/s),
+/// A peer that reads all the time, only slowly (about 0.5 MB/s),
 /// is treated like one that never reads: the close grace is a deadline
 /// from the stop, not a bound on a lack of progress, so the connection is
 /// shut mid-stream and the Terminate never reaches a reading peer.
@@ -259,7 +259,7 @@ async fn a_slow_but_reading_peer_gets_the_terminate() {
     drop(qp);
 }
 
-/// Review 6: disconnect() while connect() is in progress. close() moves the
+/// `disconnect()` while `connect()` is in progress. close() moves the
 /// QP to Disconnected and sets `stopped`; the handshake then completes and
 /// `establish` moves it back to Connected (it only checks `error`): a
 /// "Connected" QP whose receive half is dead at once, which still sends.

@@ -41,8 +41,8 @@ pub struct ClientConfig {
     /// autotuning. Paths with a bandwidth-delay product above ~1 MiB want
     /// more.
     pub send_buffer: Option<usize>,
-    /// Bytes of call records queued and not yet written to the socket (review
-    /// 7, G2). A call waits for room, within its own timeout, so that a
+    /// Bytes of call records queued and not yet written to the socket. A
+    /// call waits for room, within its own timeout, so that a
     /// server that stops reading cannot make the client's memory grow
     /// without bound. A call larger than this waits until it is the only
     /// one queued. Calls whose caller gave up (timeout, or a dropped future)
@@ -335,7 +335,7 @@ async fn read_replies(read_half: OwnedReadHalf, limits: RecordLimits, shared: Ar
 /// Sends call records, batching those queued together. A record whose
 /// caller gave up before it was written (its xid no longer outstanding) is
 /// dropped unsent: a server that was slow to read must not run calls their
-/// callers abandoned long ago (review 7, G2).
+/// callers abandoned long ago.
 async fn write_calls(
     mut w: OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Queued>,

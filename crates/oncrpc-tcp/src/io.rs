@@ -17,7 +17,7 @@ const PIN_RATIO: usize = 8;
 /// Most slices passed to one `writev` (well under Linux's IOV_MAX of 1024).
 const MAX_IOVECS: usize = 64;
 /// Most read-buffer room reserved for a fragment beyond the bytes of it
-/// already received, when less than that has arrived (review 4, K3): room
+/// already received, when less than that has arrived: room
 /// follows the bytes the peer has sent, not the length it announced. Large
 /// enough that a 1 MiB payload with its RPC header (and the next fragment
 /// header) lands in a single reservation; beyond it the room at most doubles
@@ -73,7 +73,7 @@ pub struct RecordReader<R> {
     /// about the size of the allocation the next records are sliced from.
     alloc_cap: usize,
     /// The largest `alloc_cap` since the record being read began: the
-    /// allocations its pieces (fragments) may sit in (review 8, R8-2).
+    /// allocations its pieces (fragments) may sit in.
     span_cap: usize,
     /// Records copied out of the read buffer by `unpinned` (for tests).
     copied: usize,
@@ -118,7 +118,7 @@ impl<R> RecordReader<R> {
     /// A fragment stays in the buffer until it is complete, so that it lands
     /// contiguously and is handed on without copying. The room reserved is
     /// the rest of the fragment, but at most [`GROWTH_STEP`] or as much as
-    /// has already arrived, whichever is larger (review 4, K3): a peer that
+    /// has already arrived, whichever is larger: a peer that
     /// announces a large fragment (the decoder has checked it against the
     /// record limit) and sends only a few bytes of it gets a small buffer,
     /// and the buffer grows geometrically as the bytes come, once the room
@@ -150,7 +150,7 @@ impl<R> RecordReader<R> {
         // Reclaiming the allocation the records handed on have released
         // reuses its memory, unless it is far larger than what is needed
         // now: after one large record, its allocation would otherwise serve
-        // (and be pinned by) every record after it (review 8, R8-1).
+        // (and be pinned by) every record after it.
         if self.buf.try_reclaim(want) && self.buf.capacity() <= (buffered + want) * PIN_RATIO / 2 {
             self.set_alloc_cap(self.buf.capacity());
             return;
@@ -181,7 +181,7 @@ impl<R> RecordReader<R> {
     /// in the current buffer. When that is the tail of an allocation made
     /// for a large record, the few bytes already buffered move to a buffer
     /// of their own, so that the records after a large one neither pin its
-    /// allocation nor get copied out of it (review 8, R8-1).
+    /// allocation nor get copied out of it.
     fn after_record(&mut self, len: usize) {
         let room = self.buf.capacity() - self.buf.len();
         if len > GROWTH_STEP && room > GROWTH_STEP {
@@ -191,7 +191,7 @@ impl<R> RecordReader<R> {
     }
 
     /// `record`, copied out of the read buffer when it is small next to
-    /// that buffer's allocation (review 7, G4): records are zero-copy slices
+    /// that buffer's allocation: records are zero-copy slices
     /// of the buffer, and a small one kept by its receiver (a result in a
     /// cache, say) would keep the whole allocation, up to the record limit,
     /// alive. A peer could make each kept byte pin a megabyte. Copied, a
@@ -316,7 +316,7 @@ mod tests {
         ((len as u32) | if last { 0x8000_0000 } else { 0 }).to_be_bytes()
     }
 
-    /// Review 8, R8-1: after one large record, the records after it are
+    /// After one large record, the records after it are
     /// read into buffers of their size (neither copied out of the large
     /// allocation nor pinning it).
     #[tokio::test]
@@ -349,7 +349,7 @@ mod tests {
         assert_eq!(reader.copied, 0, "1 MiB records copied after a 16 MiB one");
     }
 
-    /// Review 8, R8-2: a record in two fragments whose first sits in an
+    /// A record in two fragments whose first sits in an
     /// older, large allocation does not pin it: it is copied out.
     #[tokio::test]
     async fn a_fragment_in_an_old_large_allocation_is_not_pinned() {
@@ -395,7 +395,7 @@ mod tests {
         );
     }
 
-    /// Review 7, G4: small records are copied out of the read buffer, so
+    /// Small records are copied out of the read buffer, so
     /// that keeping one does not keep the buffer's allocation (up to the
     /// record limit) alive; a large record stays a zero-copy slice.
     #[tokio::test]
@@ -430,7 +430,7 @@ mod tests {
         drop(big);
     }
 
-    /// Review 4, K3: a header announcing a large fragment (within the
+    /// A header announcing a large fragment (within the
     /// record limit) followed by a few bytes must not make the reader
     /// reserve the announced size; the buffer follows the bytes received.
     #[tokio::test]

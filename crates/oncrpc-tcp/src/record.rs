@@ -38,8 +38,8 @@ pub const DEFAULT_MAX_RECORD_SIZE: usize = 64 * 1024 * 1024;
 /// ([`DEFAULT_MAX_RECORD_SIZE`], 64 MiB) sent in fragments of 2 KiB or more.
 /// That covers glibc's sunrpc peers: their `xdrrec` streams use 4000-byte
 /// buffers, so each fragment carries 3996 bytes and a 64 MiB record takes
-/// 16 794 fragments (review 12, R12-4: the former 16 Ki limit closed the
-/// connection for records of 62.4 to 64 MiB from them). Small enough that
+/// 16 794 fragments (a limit of 16 Ki would close the connection for
+/// records of 62.4 to 64 MiB from them). Small enough that
 /// the bookkeeping of a record stays bounded: one 32-byte `Bytes` handle
 /// per non-empty fragment, at most 1 MiB.
 pub const DEFAULT_MAX_FRAGMENTS: usize = 32 * 1024;
@@ -452,7 +452,7 @@ mod tests {
         Ok(records)
     }
 
-    /// Review 12, R12-4: a record of the default maximum size sent the way
+    /// A record of the default maximum size sent the way
     /// glibc's sunrpc sends it (3996-byte fragment bodies) is accepted by
     /// the default limits; the former 16 Ki fragment limit refused records
     /// from about 62.4 MiB up and closed the connection.

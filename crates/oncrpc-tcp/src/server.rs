@@ -75,8 +75,8 @@ pub struct ServerConfig {
     pub max_fragment_size: usize,
     /// Calls of one connection running at once; reading pauses at the limit.
     pub max_calls_per_connection: usize,
-    /// Bytes one connection may hold in calls and unwritten replies
-    /// (review 4, K2); reading pauses at the limit, which pushes back on
+    /// Bytes one connection may hold in calls and unwritten replies;
+    /// reading pauses at the limit, which pushes back on
     /// the peer through TCP flow control. Default
     /// [`DEFAULT_MAX_BYTES_PER_CONNECTION`] (64 MiB).
     ///
@@ -293,7 +293,7 @@ async fn serve_connection<S: RecordService>(
     let mut writer = tokio::spawn(write_replies(write_half, reply_rx).in_current_span());
     let calls_allowed = Arc::new(Semaphore::new(config.max_calls_per_connection.max(1)));
     // Each call also holds its bytes in this budget until its reply is
-    // written (review 4, K2): calls bound the count of records in flight,
+    // written: calls bound the count of records in flight,
     // the budget their size.
     let budget = ByteBudget::new(config.max_bytes_per_connection);
     let mut calls = JoinSet::new();
@@ -302,7 +302,7 @@ async fn serve_connection<S: RecordService>(
     let mut idle = Idle::new(config.idle_timeout, written);
     let outcome: Result<(), ConnectionEnd> = loop {
         // Every call slot may be held by a reply the peer does not take:
-        // waiting for one with no call running is idle too (review 4, K1).
+        // waiting for one with no call running is idle too.
         let permit = match wait_while_serving(
             calls_allowed.clone().acquire_owned(),
             &mut calls,
@@ -407,7 +407,7 @@ async fn serve_connection<S: RecordService>(
             drop(reply_tx);
             // The replies get the grace period too: a peer that does not
             // read them must not keep the connection (and its slot) open
-            // for good (review 4, K1).
+            // for good.
             if !writer.is_finished() && tokio::time::timeout(grace, &mut writer).await.is_err() {
                 warn!("replies not taken by the peer within the grace period; closing");
                 writer.abort();
@@ -504,7 +504,7 @@ async fn wait_while_serving<T>(
 
 /// When a connection last showed life ([`ServerConfig::idle_timeout`]): a
 /// record arrived, a call ended, or the peer took reply bytes (a long reply
-/// read slowly is not idleness; review 6's note on K1).
+/// read slowly is not idleness).
 struct Idle {
     since: tokio::time::Instant,
     timeout: Option<Duration>,

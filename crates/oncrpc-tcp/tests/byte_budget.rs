@@ -1,11 +1,11 @@
-//! Review 4 (K2): the memory a connection holds in calls and unwritten
+//! The memory a connection holds in calls and unwritten
 //! replies is bounded by `ServerConfig::max_bytes_per_connection`, not only
 //! by the number of calls. A client sends many large ECHO calls and never
 //! reads its replies; the service counts the bytes of calls whose replies
 //! have not been written yet (ECHO replies share the call's bytes), and the
 //! count must stay within the budget plus one record.
 //!
-//! Also (review 4, K1, kept for the new wait): a connection whose reading is
+//! Also: a connection whose reading is
 //! paused because replies it does not take hold its byte budget or its call
 //! slots is idle, and is closed after the idle timeout.
 

@@ -1,4 +1,4 @@
-//! Review 6: the byte budget with panicking calls, calls without replies,
+//! The byte budget with panicking calls, calls without replies,
 //! replies larger than the budget, and records larger than the budget.
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,7 +21,7 @@ impl RecordService for Flaky {
     async fn handle(&self, record: Record, peer: SocketAddr) -> Option<Vec<Bytes>> {
         let i = self.n.fetch_add(1, Ordering::SeqCst);
         if (2..30).contains(&i) && i.is_multiple_of(3) {
-            panic!("review6: service panics");
+            panic!("deliberate: service panics");
         }
         if (2..30).contains(&i) && i % 3 == 1 {
             return None;

@@ -1,4 +1,4 @@
-//! Review 7, G2: a server that stops reading cannot make the client's memory
+//! A server that stops reading cannot make the client's memory
 //! grow without bound, and the calls whose callers gave up are not sent
 //! when it reads again.
 

@@ -1,4 +1,4 @@
-//! `TcpChannel` against a hostile server (review 12): calls echoed back as
+//! `TcpChannel` against a hostile server: calls echoed back as
 //! CALLs, replies to unknown xids, junk and empty records, late replies and
 //! duplicate replies with other results. No call completes twice or with
 //! another call's reply.

@@ -1,4 +1,4 @@
-//! Randomized integrity check over real sockets (review 12): a hostile
+//! Randomized integrity check over real sockets: a hostile
 //! connection and many good calls at once, all in small fragments.
 
 use std::collections::{HashMap, HashSet};

@@ -532,7 +532,7 @@ async fn idle_connections_are_closed() {
     .await
 }
 
-/// Review 12, R12-1 over TCP: a complete call header whose credential has
+/// Over TCP, a complete call header whose credential has
 /// non-zero XDR padding is answered (MSG_DENIED AUTH_ERROR AUTH_BADCRED,
 /// RFC 5531 §9), not silently dropped with the connection kept open.
 #[tokio::test]
@@ -566,7 +566,7 @@ async fn credential_with_nonzero_padding_is_answered() {
     .await
 }
 
-/// Review 12, R12-2: a per-call timeout of `Duration::MAX` (no deadline,
+/// A per-call timeout of `Duration::MAX` (no deadline,
 /// as `tokio::time::timeout` takes it) used to panic the calling task
 /// (`Instant + Duration` overflow in `ClientCore::start_call`).
 #[tokio::test]
@@ -590,9 +590,9 @@ async fn call_with_duration_max_timeout_completes() {
     .await
 }
 
-/// Review 12, R12-3: `idle_timeout: Some(Duration::MAX)` means "never
-/// idle"; it used to panic every connection task (`Instant + Duration`
-/// overflow in the idle deadline), so no call was ever answered.
+/// `idle_timeout: Some(Duration::MAX)` means "never idle"; the idle
+/// deadline (`Instant + Duration`) must not overflow and panic every
+/// connection task.
 #[tokio::test]
 async fn idle_timeout_duration_max_serves_calls() {
     within(async {
@@ -615,9 +615,8 @@ async fn idle_timeout_duration_max_serves_calls() {
     .await
 }
 
-/// Review 12, R12-3: `shutdown_grace: Duration::MAX` used to panic
-/// `TcpServer::run` at shutdown (`Duration + Duration` overflow) instead of
-/// draining the connections.
+/// `shutdown_grace: Duration::MAX` drains the connections at shutdown;
+/// `TcpServer::run` must not panic on a `Duration + Duration` overflow.
 #[tokio::test]
 async fn shutdown_grace_duration_max_shuts_down() {
     within(async {

@@ -1,4 +1,4 @@
-//! Review 4 (K1): a client that sends calls and never reads their replies
+//! A client that sends calls and never reads their replies
 //! must not keep its connection, and its connection slot, open for good.
 //! With replies larger than the socket buffers the server's writer blocks;
 //! the connection is closed after the idle timeout plus the grace period,

@@ -396,7 +396,7 @@ impl<T> ClientCore<T> {
                 // A REPLY to an outstanding call that does not decode (an
                 // unknown accept/reject/auth status, a cut-off body): that
                 // call fails now with the reason, rather than waiting for
-                // its timeout, or for ever without one (review 7, G1).
+                // its timeout, or for ever without one.
                 (Ok(xid), Ok(mtype)) if mtype == MsgType::Reply as u32 => match self.take(xid) {
                     Some(data) => ReplyOutcome::Completed {
                         xid,

@@ -286,9 +286,9 @@ impl Dispatcher {
         let (prog, vers, procedure) = (call.prog, call.vers, call.procedure);
         // A procedure that panics (making its future, or in a poll) is
         // answered SYSTEM_ERR; the connection and the other calls go on
-        // (review 7, G3: over TCP the caller got nothing and waited for its
-        // timeout; over RDMA the connection was closed and the call
-        // retransmitted, to panic again).
+        // (otherwise a TCP caller gets nothing and waits for its timeout,
+        // and over RDMA the connection closes and the retransmitted call
+        // panics again).
         let handled = match std::panic::catch_unwind(AssertUnwindSafe(|| svc.handle(call))) {
             Ok(fut) => CatchUnwind(Some(fut)).await,
             Err(panic) => Err(panic),
@@ -448,7 +448,7 @@ pub fn reply_message(hdr: &ReplyHeader, results: Payload) -> Payload {
 
 /// Polls a future, catching a panic in a poll as `Err` with its payload.
 /// The future is dropped as soon as it is done, inside the catch too: a
-/// future that panics again in its `Drop` does not escape (review 8, R8-3).
+/// future that panics again in its `Drop` does not escape.
 struct CatchUnwind<F>(Option<F>);
 
 impl<F: Future + Unpin> Future for CatchUnwind<F> {

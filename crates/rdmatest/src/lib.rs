@@ -22,7 +22,7 @@
 //!   DDP-eligible results as `Ddp` pieces;
 //! * [`client::RdmatestClient`]: typed calls over any [`oncrpc::Channel`]
 //!   that verify what comes back;
-//! * [`pattern`]: pattern helpers.
+//! * [`pattern`]: pattern generators and checks.
 //!
 //! ```
 //! use oncrpc::{Dispatcher, testing::LocalChannel};

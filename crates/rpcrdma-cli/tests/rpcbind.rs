@@ -178,7 +178,7 @@ fn serve_registers_with_rpcbind_and_unregisters_on_sigterm() {
     assert!(left.is_empty(), "still registered after SIGTERM: {left:?}");
 }
 
-/// Review 10, R10-9: two RDMA listeners (one netid) and one TCP listener.
+/// Two RDMA listeners (one netid) and one TCP listener.
 /// rpcbind holds one address per netid, so the ready line says the first
 /// RDMA listener is registered and the second is not, `rpcinfo` agrees
 /// (one `rdma` entry, the first listener's), and SIGTERM removes both

@@ -1,7 +1,7 @@
 //! `serve --rpcbind --rpcbind-server ADDR` against a fake rpcbind in this
 //! test (no root, no daemon): which SETs and UNSETs the server sends, and
 //! that a hung rpcbind neither keeps the listeners open nor holds the exit
-//! up (review 10, R10-9 and R10-10).
+//! up.
 
 mod common;
 
@@ -165,7 +165,7 @@ fn rdma_addrs(line: &str) -> Vec<SocketAddr> {
         .collect()
 }
 
-/// R10-9: with two RDMA listeners (one netid), only the first is SET, no
+/// With two RDMA listeners (one netid), only the first is SET, no
 /// mapping is UNSET after this process SET it, the ready line says which
 /// listener was left out, and the exit UNSETs exactly what was SET.
 #[test]
@@ -237,7 +237,7 @@ fn two_listeners_of_one_netid_register_the_first_only() {
     assert_eq!(unsets, sets, "exit must UNSET exactly what was SET");
 }
 
-/// R10-10: rpcbind answers the registration, then hangs. SIGTERM must stop
+/// Rpcbind answers the registration, then hangs. SIGTERM must stop
 /// the listeners at once (not after the unregistration) and the process
 /// must exit after the bounded unregistration (2 s in all), not after 5 s
 /// per mapping.

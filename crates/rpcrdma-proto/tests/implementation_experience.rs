@@ -1,8 +1,5 @@
-//! Audit 14: conformance to draft-cel-nfsv4-rfc5666-implementation-
+//! Conformance to draft-cel-nfsv4-rfc5666-implementation-
 //! experience-02 §3–§4, RFC 8166 §3.3/§3.5.3/§4.3.3/§4.5 and RFC 8797.
-//! Each `audit14_*` test here FAILS on the audited tree (df7a0c5) except the
-//! `audit14_ok_*` ones, which pin checked behaviour that had no test; see
-//! /work/team/audit14-findings.md for the root causes.
 
 mod common;
 use common::{rpc_call, Words};
@@ -74,17 +71,17 @@ fn assert_delivered(msg: &[u8]) {
     );
 }
 
-/// Finding A14-1 (bug, fixed). RFC 8166 §3.4.5: a Read chunk is reinserted
+/// RFC 8166 §3.4.5: a Read chunk is reinserted
 /// where its Position says, and the draft §3.1 maps one read chunk to one
 /// RPC argument. A Requester need not reduce every DDP-eligible argument
 /// (ours keeps an empty one inline, `plan_call`'s `n == 0` case; RFC 8166
 /// §3.4.2 says "MAY be transferred via DDP"). Here `small` is empty and
-/// stays inline; only `big` is reduced. `ReceivedCall::check_payload` used
-/// to pair the chunks with `ddp_args` by index, so the `big` chunk was
-/// checked against `small`'s 16-byte limit and the valid call refused with
-/// ERR_CHUNK.
+/// stays inline; only `big` is reduced. `ReceivedCall::check_payload` must
+/// pair each chunk with the argument at its Position, not with `ddp_args`
+/// by index (which would check the `big` chunk against `small`'s 16-byte
+/// limit and refuse the valid call with ERR_CHUNK).
 #[test]
-fn audit14_read_chunk_is_checked_against_the_argument_at_its_position() {
+fn read_chunk_is_checked_against_the_argument_at_its_position() {
     // RPC header (40) | small: len 0 (4) | big: len 4096 (4) | chunk at 48
     let msg = call_reducing_big_only(&[]);
     assert_delivered(&msg);
@@ -95,20 +92,19 @@ fn audit14_read_chunk_is_checked_against_the_argument_at_its_position() {
 /// reduces only `big`, whose chunk at Position 56 was checked against
 /// `small`'s limit.
 #[test]
-fn audit14_inline_small_argument_then_reduced_big_argument() {
+fn inline_small_argument_then_reduced_big_argument() {
     // RPC header (40) | small: len 8 + 8 bytes (12) | big: len 4096 (4) | chunk at 56
     let msg = call_reducing_big_only(&[1, 2, 3, 4, 5, 6, 7, 8]);
     assert_delivered(&msg);
 }
 
-/// Finding A14-4 (nit, fixed). RFC 8166 §4.2.4: "A Responder MUST silently discard
-/// RDMA_ERROR procedures"; §4.2: the four fixed fields keep their meaning
-/// and position in every version, so rdma_proc 4 is an RDMA_ERROR whatever
-/// rdma_vers says. `check_call` tested the version first and answered an
-/// RDMA_ERROR of another version with ERR_VERS: an error answered with an
-/// error.
+/// RFC 8166 §4.2.4: "A Responder MUST silently discard RDMA_ERROR
+/// procedures"; §4.2: the four fixed fields keep their meaning and position
+/// in every version, so rdma_proc 4 is an RDMA_ERROR whatever rdma_vers
+/// says. `check_call` must not answer an RDMA_ERROR of another version with
+/// ERR_VERS (an error answered with an error).
 #[test]
-fn audit14_rdma_error_of_another_version_is_discarded_not_answered() {
+fn rdma_error_of_another_version_is_discarded_not_answered() {
     // RDMA_ERROR / ERR_VERS 1..1, rdma_vers 2 (28 bytes).
     let m = Words::new().ws(&[XID, 2, 32, 4, 1, 1, 1]).done();
     let v = check_call(&m, &DecodeLimits::default(), &TwoArgs, GRANT);
@@ -132,19 +128,19 @@ fn offered_reply_chunk_only() -> OfferedChunks {
     }
 }
 
-/// Finding A14-2 (interop risk, fixed). The draft §3.4.1: responders should not
+/// The draft §3.4.1: responders should not
 /// use a Reply chunk in RDMA_MSG replies; Linux's client up to the v4.9
 /// reply handler (rpcrdma_reply_handler: "never expect reply chunks (two
 /// ways to check)") rejects an RDMA_MSG reply whose Reply chunk
-/// discriminator is present at all, and fails the RPC with -EIO. Our
-/// Responder answered a call that offered a Reply chunk, when the reply fit
-/// inline, with RDMA_MSG carrying the Reply chunk echoed with zero lengths.
-/// RFC 8166 §4.3.3 does say the Responder MUST copy the Reply chunk; what
-/// satisfies both is Linux svcrdma's rule: when a Reply chunk is offered,
-/// use it (RDMA_NOMSG), which the Responder now does. This test accepts
+/// discriminator is present at all, and fails the RPC with -EIO. A
+/// Responder answering a call that offered a Reply chunk, when the reply
+/// fits inline, with RDMA_MSG carrying the Reply chunk echoed with zero
+/// lengths would trip it. RFC 8166 §4.3.3 does say the Responder MUST copy
+/// the Reply chunk; what satisfies both is the rule: when a Reply chunk is
+/// offered, use it (RDMA_NOMSG), which the Responder does. This test accepts
 /// either that or a Short reply without a Reply chunk.
 #[test]
-fn audit14_rdma_msg_reply_never_carries_a_reply_chunk() {
+fn rdma_msg_reply_never_carries_a_reply_chunk() {
     // A small reply (28 bytes) to a call that offered an 8 KiB Reply chunk.
     let p = plan_reply(
         XID,
@@ -169,18 +165,18 @@ fn audit14_rdma_msg_reply_never_carries_a_reply_chunk() {
     }
 }
 
-/// Finding A14-3 (interop risk, fixed). The draft §3.3 (and §3.1: "Other
+/// The draft §3.3 (and §3.1: "Other
 /// implementations do not support sending or receiving multiple Read chunks
 /// with the same Position"): Linux's server up to v5.10
 /// (svc_rdma_recvfrom.c xdr_check_read_list: "Implementation limits: This
 /// implementation supports only one Read chunk") answers ERR_CHUNK to a Read
 /// list with more than one Position. Linux's client never sends one: a call
 /// too large for inline after reduction goes entirely into the Position-Zero
-/// chunk (rpcrdma_areadch). Our `plan_call` sent a Position-Zero chunk AND
-/// the reduced items' chunks at their own Positions; it now does so only
-/// with `ChunkLimits::long_call_item_chunks`.
+/// chunk (rpcrdma_areadch). `plan_call` sends a Position-Zero chunk AND the
+/// reduced items' chunks at their own Positions only with
+/// `ChunkLimits::long_call_item_chunks`.
 #[test]
-fn audit14_long_call_uses_a_single_read_chunk_position() {
+fn long_call_uses_a_single_read_chunk_position() {
     // RPC header (40) | a: len (4) | a: 100000 bytes DDP | c: 2000 bytes inline
     let items = [Item::Xdr(44), Item::Ddp(100_000), Item::Xdr(4 + 2000)];
     let th = Thresholds {
@@ -209,10 +205,9 @@ fn audit14_long_call_uses_a_single_read_chunk_position() {
 
 /// Draft §4.3 ("Some server implementations regard the Reply chunk as
 /// optional"): an RDMA_MSG reply that leaves out an offered Reply chunk is
-/// accepted. (Passes; this one is not an audit finding, it pins behaviour
-/// the audit found no test for.)
+/// accepted.
 #[test]
-fn audit14_ok_rdma_msg_reply_without_the_offered_reply_chunk_is_delivered() {
+fn rdma_msg_reply_without_the_offered_reply_chunk_is_delivered() {
     use rpcrdma_proto::validate::{check_reply, ReplyVerdict};
     let offered = offered_reply_chunk_only();
     let m = Words::new()

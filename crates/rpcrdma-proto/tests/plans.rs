@@ -127,7 +127,7 @@ fn rfc8166_s3_5_3_long_call_position_zero_includes_pad() {
     assert_eq!(p.regions[0].source, RegionSource::CallPayload);
 
     // With a DDP item: Position-Zero carries the whole stream, the item and
-    // every pad included, as the only Read chunk (audit 14, A14-3: Linux's
+    // every pad included, as the only Read chunk (Linux's
     // server before 5.11 takes one Read chunk Position only).
     let items = [Item::Xdr(1500), Item::Ddp(9), Item::Xdr(4)];
     let p = plan_call(9, 8, &items, &small_reply(), &TH, &ChunkLimits::default()).unwrap();
@@ -372,7 +372,7 @@ fn rfc8166_s3_4_6_reply_fills_write_chunk_in_order_no_pad() {
     let items = [Item::Xdr(32), Item::Ddp(150)];
     let p = plan_reply(1, 16, &items, &offered_get(), 1024).unwrap();
     // The offered Reply chunk holds the rest of the reply, so it is used
-    // (audit 14, A14-2) though the reply would fit inline.
+    // though the reply would fit inline.
     assert_eq!(p.kind, ReplyKind::Long);
     let c = p.header.chunks().unwrap();
     let w = &c.write_list[0];
@@ -489,7 +489,7 @@ fn rfc8166_s4_3_2_unused_write_chunk_keeps_count_with_zero_lengths() {
 /// A Write chunk offered with the draft's §3.6 pad segment (a 4-byte last
 /// segment after an unaligned buffer): the result takes the buffer only,
 /// the pad comes back empty (RFC 8166 §3.4.6), and a result that would
-/// spill into it is too long for the chunk (review 13, finding 1).
+/// spill into it is too long for the chunk.
 #[test]
 fn draft_s3_6_responder_never_writes_into_a_pad_segment() {
     let chunk = |lens: &[u32]| WriteChunkRepr {

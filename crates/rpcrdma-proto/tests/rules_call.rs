@@ -258,7 +258,7 @@ fn rfc8166_s4_2_4_nomsg_without_any_chunk_gets_err_chunk() {
         .hloo(1, 4096, 0)
         .done();
     expect_err_chunk(&m, &NoBindings);
-    // Nor can a Write list alone (audit 14, N6).
+    // Nor can a Write list alone.
     let m = Words::new()
         .ws(&[XID, 1, 32, 1, 0, 1, 1])
         .hloo(1, 4096, 0)
@@ -472,8 +472,8 @@ fn rfc8166_s4_5_2_segment_wrapping_the_address_space_gets_err_chunk() {
 
 /// The GARBAGE_ARGS reply copies the call's offered Write chunks and Reply
 /// chunk, unused (RFC 8166 §3.4.6: the segment count and segments MUST be
-/// copied; review 9, R9-4: it had empty chunk lists, which a strict
-/// Requester discards).
+/// copied; a reply with empty chunk lists is discarded by a strict
+/// Requester).
 #[test]
 fn rfc8166_s3_4_6_garbage_args_reply_returns_the_offered_chunks_unused() {
     use rpcrdma_proto::wire::{ChunkListsRepr, Segment, WriteChunkRepr};

@@ -492,8 +492,8 @@ impl<D: Device> Endpoint<D> {
             } else {
                 // A pooled send buffer holds only this Send's own bytes and
                 // no posted work request refers to it: back to the pool
-                // rather than kept with the deferred registrations (review
-                // G1: a failed post per call used to keep one each).
+                // rather than kept with the deferred registrations (a failed
+                // post per call would otherwise keep one each).
                 drop(d);
                 self.recycle_send_buffers(pooled);
             }
@@ -517,7 +517,7 @@ impl<D: Device> Endpoint<D> {
     /// Keeps registrations alive until a work request posted after this
     /// call completes (the send queue completes in order) or the connection
     /// ends. For sources of RDMA Writes already posted when the rest of
-    /// their message could not be (review F5).
+    /// their message could not be.
     pub fn hold(&self, mrs: impl IntoIterator<Item = D::Mr>) {
         lock(&self.deferred).mrs.extend(mrs);
     }

@@ -732,8 +732,7 @@ impl rdma_verbs::QueuePair for Qp {
             }
             // The state is checked again under the held list's lock:
             // `fail`/`close` set it before they flush the list, so a Read
-            // pushed here is either seen by their flush or flushed now
-            // (review 6, R6-4).
+            // pushed here is either seen by their flush or flushed now.
             let mut held = lock(&q.fabric.held_reads);
             if q.state() == QpState::Connected {
                 held.push((Arc::downgrade(q), wr));
@@ -1086,7 +1085,7 @@ fn refuse_now(countdown: &AtomicU32) -> bool {
 }
 
 /// Tests only: a held Read's post sleeps 200 ms before it takes the held
-/// list's lock (review 6, R6-4).
+/// list's lock.
 #[cfg(test)]
 static TEST_WIDEN_HOLD: AtomicBool = AtomicBool::new(false);
 
@@ -1325,7 +1324,7 @@ mod tests {
         ));
     }
 
-    /// Review 6, R6-4: a Read held by a post that races with the queue pair's
+    /// A Read held by a post that races with the queue pair's
     /// failure (fail() does not take the sq lock) is never flushed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn held_read_posted_while_the_qp_fails_is_flushed() {

@@ -151,8 +151,7 @@ struct SConn<D: Device> {
 /// [`shutdown`](Self::shutdown) starts the same shutdown without waiting
 /// for it, like dropping a `tokio::net::TcpListener`: the server stops
 /// accepting at once, lets in-flight calls finish within
-/// [`RdmaConfig::shutdown_grace`], then closes every connection (review 10,
-/// R10-8). The server's own tasks do not count as handles.
+/// [`RdmaConfig::shutdown_grace`], then closes every connection. The server's own tasks do not count as handles.
 pub struct RdmaServer<D: Device> {
     shared: Arc<SrvShared<D>>,
     local_addr: SocketAddr,
@@ -294,7 +293,7 @@ impl<D: Device> SrvShared<D> {
                     Ok(req) => {
                         let Ok(permit) = self.conn_slots.clone().try_acquire_owned() else {
                             // Every connection slot is taken: reject, do not
-                            // let connections grow without bound (review F3).
+                            // let connections grow without bound.
                             self.stats.connections_rejected.fetch_add(1, Relaxed);
                             tracing::warn!(peer = %req.peer_addr(), "max_connections reached; rejecting");
                             tokio::spawn(async move {
@@ -344,7 +343,7 @@ impl<D: Device> SrvShared<D> {
                 wait_flag(rx).await;
                 // Let in-flight calls finish, within the grace period. A
                 // grace period too long to represent (Duration::MAX) means
-                // no deadline, not a panic (review 12, R12-3).
+                // no deadline, not a panic.
                 let deadline = Instant::now().checked_add(c.srv.config.shutdown_grace);
                 while c.in_process.load(Relaxed) > 0 && deadline.is_none_or(|d| Instant::now() < d)
                 {
@@ -368,7 +367,7 @@ impl<D: Device> SrvShared<D> {
         conn.ep.fail_all();
         // Calls still running can no longer be answered: stop them, so that
         // what they hold (the connection, its socket and buffers, read
-        // budget) goes with the connection and its slot (review 4, K4).
+        // budget) goes with the connection and its slot.
         for h in lock(&conn.tasks).drain(..) {
             h.abort();
         }
@@ -522,8 +521,7 @@ impl<D: Device> SConn<D> {
     /// call in process, no reply still going out) for
     /// [`RdmaConfig::idle_timeout`]; never when that
     /// is `None`. One timer per connection, a quarter of the timeout long,
-    /// and a counter bumped per receive: nothing per call (review 10,
-    /// R10-5).
+    /// and a counter bumped per receive: nothing per call.
     async fn idle(self: Arc<Self>) {
         let Some(limit) = self.srv.config.idle_timeout else {
             return std::future::pending().await;
@@ -536,7 +534,7 @@ impl<D: Device> SConn<D> {
             let now_seen = self.received.load(Relaxed);
             // A reply still going out (its work requests not completed)
             // is activity too: a long reply over a slow path is not
-            // idleness (review 11, R11-3).
+            // idleness.
             if now_seen != seen || self.in_process.load(Relaxed) > 0 || self.ep.sends_pending() {
                 seen = now_seen;
                 idle_since = tokio::time::Instant::now();
@@ -620,7 +618,7 @@ impl<D: Device> SConn<D> {
         }
     }
 
-    /// `process` failed after the call was accepted (review F9). When no
+    /// `process` failed after the call was accepted. When no
     /// reply went out and the connection is still usable, answer
     /// RDMA_ERROR/ERR_CHUNK (RFC 8166 §4.5: the Responder could not convey
     /// the reply), which returns the Requester's credit. When the reply's
@@ -735,8 +733,8 @@ impl<D: Device> SConn<D> {
                 sink.split_to((s.length as usize).min(sink.len()))
             };
             if let Err(e) = self.post_read(&mut p, piece, s).await {
-                // Reads already posted still place into their sinks
-                // (review F5): wait for them before the sinks go.
+                // Reads already posted still place into their sinks:
+                // wait for them before the sinks go.
                 self.settle_reads([p]).await;
                 return Err(e);
             }
@@ -809,7 +807,7 @@ impl<D: Device> SConn<D> {
 
     /// Takes sinks back once nothing else refers to them. The server's
     /// pool holds at most a quarter of the server-wide read budget in bytes
-    /// (review F3: pooled sinks are memory the budget no longer counts).
+    /// (pooled sinks are memory the budget no longer counts).
     fn recycle(&self, bufs: Vec<Bytes>) {
         let cap = self.srv.config.max_read_bytes / 4;
         let mut pool = lock(&self.srv.sinks);
@@ -830,7 +828,7 @@ impl<D: Device> SConn<D> {
 
     /// A call that cannot go on still has RDMA Reads in flight: waits until
     /// they have completed or been flushed before their sinks are released
-    /// and the call is answered (review G4). A sink released at the next
+    /// and the call is answered. A sink released at the next
     /// signaled completion instead could go before its Read's response
     /// (iWARP completes a Send when it is transmitted, a Read only when its
     /// response has arrived), which kills the connection; and an answer
@@ -859,16 +857,16 @@ impl<D: Device> SConn<D> {
     /// make progress: each posted or completed Read restarts the clock, so
     /// a slow transfer is never cut, and a peer that stops answering is
     /// closed [`RdmaConfig::read_timeout`] after the last progress
-    /// (review G3: a total deadline of 60 s let a few such connections
-    /// hold the server-wide read budget longer than other clients' calls
-    /// could wait for it).
+    /// (a total deadline would let a few such connections hold the
+    /// server-wide read budget longer than other clients' calls could wait
+    /// for it).
     async fn read_done(
         &self,
         mut rx: tokio::sync::oneshot::Receiver<rdma_verbs::WorkCompletion>,
     ) -> ReadWait {
         let limit = self.srv.config.read_timeout;
         // A limit too long to represent (Duration::MAX) means no deadline,
-        // not a panic (review 12, R12-2).
+        // not a panic.
         let deadline = || lock(&self.read_progress).checked_add(limit);
         loop {
             let Some(at) = deadline() else {
@@ -965,7 +963,7 @@ impl<D: Device> SConn<D> {
                 .map_err(|_| TransportError::ConnectionLost)?;
             // Other connections hold the server-wide budget, possibly for
             // long (slow but progressing Reads are not cut): wait a bounded
-            // time, then answer ERR_CHUNK (review 10, R10-4).
+            // time, then answer ERR_CHUNK.
             let wait = srv.config.read_budget_wait;
             let acquire = srv.read_budget.clone().acquire_many_owned(need as u32);
             let server = match tokio::time::timeout(wait, acquire).await {
@@ -1139,8 +1137,8 @@ impl<D: Device> SConn<D> {
                 return Ok(());
             }
         };
-        // One reply may use at most a quarter of the send queue (review
-        // F5): a plan needing more RDMA Writes cannot be conveyed.
+        // One reply may use at most a quarter of the send queue:
+        // a plan needing more RDMA Writes cannot be conveyed.
         if plan.writes.len() + 1 > (self.ep.sq_depth() / 4) as usize {
             tracing::debug!(
                 xid,

@@ -1,15 +1,15 @@
-//! Review 2 (G1, G2): calls the requester gives up, and calls made while
+//! Calls the requester gives up, and calls made while
 //! its connection is going down, over the software iWARP provider.
 //!
-//! - G1: a call made after the QP left Connected but before the completion
-//!   task ran `conn_lost` used to spin in `pump` (post fails, the call is
-//!   requeued, popped again) without ever yielding, leaking a send buffer per
-//!   turn; on a current-thread runtime the completion task never ran again.
-//! - G2: giving up a call with chunks (timeout, or the caller dropping its
-//!   future) used to deregister its regions at once, while the responder
-//!   could still be moving its data: the late RDMA Write, Read, or Send with
-//!   Invalidate then hit a dead STag, the QP was terminated, and every other
-//!   call on the connection was retransmitted.
+//! - A call made after the QP left Connected but before the completion task
+//!   ran `conn_lost` must not spin in `pump` (post fails, the call is
+//!   requeued, popped again) without yielding, leaking a send buffer per
+//!   turn; on a current-thread runtime the completion task would never run.
+//! - Giving up a call with chunks (timeout, or the caller dropping its
+//!   future) must not deregister its regions while the responder could
+//!   still be moving its data: the late RDMA Write, Read, or Send with
+//!   Invalidate would hit a dead STag, the QP would be terminated, and every
+//!   other call on the connection retransmitted.
 
 mod common;
 
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-/// G1. Runs on its own thread with a current-thread runtime, watched from
+/// A call racing the connection's loss. Runs on its own thread with a current-thread runtime, watched from
 /// the test thread: a livelock would never let the runtime answer.
 #[test]
 fn call_made_as_the_qp_goes_down_is_retransmitted() {
@@ -60,7 +60,7 @@ fn call_made_as_the_qp_goes_down_is_retransmitted() {
     }
 }
 
-/// G2. Calls with Write chunks (GET), a Read chunk (PUT) and both (large
+/// Calls with Write chunks (GET), a Read chunk (PUT) and both (large
 /// ECHO) are given up at random points by a short caller-side timeout while
 /// other calls run. Giving up must not break the connection: no reconnect,
 /// no retransmission, and every call that was not given up verifies.
@@ -69,7 +69,7 @@ async fn giving_up_calls_with_chunks_does_not_break_the_connection() {
     let (_srv, c) = common::iwarp_pair().await;
     // The first reply carries the grant: until then the connection has a
     // single credit, and a call given up while holding it is a major
-    // timeout that reconnects by design (review F4, `lost_reply.rs`).
+    // timeout that reconnects by design (see `lost_reply.rs`).
     common::typed(&c).null().await.unwrap();
     const ROUNDS: u32 = 120;
     let mut given_up = 0u32;

@@ -1,13 +1,13 @@
-//! The requester across reconnects (review 10).
+//! The requester across reconnects.
 //!
-//! R10-1: a call being prepared (outside the state lock) on a connection
+//! A call being prepared (outside the state lock) on a connection
 //! that dies, while the reconnect installs a new connection before the
 //! prepare ends, was queued again after the new connection's pump had run,
 //! and then never sent: it waited for its timeout. A wrapper device makes
 //! one `alloc_mr` slow (as a large registration or a preempted thread
 //! would) to open that window deterministically.
 //!
-//! R10-6: a retransmitted call keeps the caller's result buffer whole.
+//! A retransmitted call keeps the caller's result buffer whole.
 
 mod common;
 
@@ -191,7 +191,7 @@ async fn run(disconnect: bool) -> bool {
     inside
 }
 
-/// R10-6: a GET into the caller's buffer, registered in three segments,
+/// A GET into the caller's buffer, registered in three segments,
 /// is retransmitted after a connection loss; the result must still be
 /// placed in the caller's buffer (only the last segment's piece was kept,
 /// so the retransmission offered no Write chunk and got a Long Reply in a
@@ -205,7 +205,7 @@ async fn retransmitted_get_keeps_the_callers_buffer() {
     );
 }
 
-/// R10-3: a connection that goes silent (no reply, no FIN or RST: a peer or
+/// A connection that goes silent (no reply, no FIN or RST: a peer or
 /// a middlebox that lost its state) is replaced once a call times out with
 /// nothing received and a NULL probe times out too; the live calls go on,
 /// on a new connection. The stand-in answers its first call, then nothing
@@ -251,7 +251,7 @@ async fn silent_connection_is_replaced() {
     assert_eq!(s.reconnects.load(Ordering::Relaxed), 1);
 }
 
-/// R10-2: a peer that accepts every new connection and closes it at once
+/// A peer that accepts every new connection and closes it at once
 /// must not get a reconnect (and a retransmission of the outstanding
 /// calls) every 10 ms for ever: connections that carry no message count as
 /// failed attempts, so the backoff grows and the call fails, typed, after

@@ -75,7 +75,7 @@ async fn thousand_calls_eight_connections_memfabric() {
 /// A Requester that runs at its full grant reuses a credit the moment a
 /// reply arrives (RFC 8166 §3.3.1). The responder must have returned that
 /// credit before the reply reached the wire, or it would count a legal call
-/// as an overrun and close a healthy connection (review finding F2).
+/// as an overrun and close a healthy connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_window_reuse_is_never_an_overrun() {
     const GRANT: u32 = 2;

@@ -1,11 +1,10 @@
-//! Review 11: the session-11 lifecycle fixes must not tear down healthy
-//! connections. R11-1: a connection busy moving a large result or argument
-//! (RDMA Writes, Read Responses: no message the requester sees) is not
-//! judged silent. R11-2: a NULL probe still waiting for a credit does not
-//! condemn its connection. R11-3: a reply still going out counts as
-//! activity for the responder's idle timeout, and connections that carried
-//! data for a while do not count as failed reconnect attempts. The other
-//! tests are controls that passed before the fixes too.
+//! Liveness checks must not tear down healthy connections: a connection
+//! busy moving a large result or argument (RDMA Writes, Read Responses: no
+//! message the requester sees) is not judged silent; a NULL probe still
+//! waiting for a credit does not condemn its connection; a reply still
+//! going out counts as activity for the responder's idle timeout, and
+//! connections that carried data for a while do not count as failed
+//! reconnect attempts. The other tests are controls for the same paths.
 
 mod common;
 
@@ -149,7 +148,7 @@ async fn slow_pair(
     (srv, c)
 }
 
-/// R11-3: the responder's idle timeout did not count a reply still being
+/// The responder's idle timeout did not count a reply still being
 /// transmitted (the call's `in_process` ends when the reply is posted), so
 /// a client on a slow path lost a long reply mid-transfer, again on every
 /// retransmission. A reply's work requests in progress now count as

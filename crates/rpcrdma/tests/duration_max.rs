@@ -1,8 +1,8 @@
-//! Review 12 (R12-2, R12-3): durations too long to represent as a deadline
+//! Durations too long to represent as a deadline
 //! (`Duration::MAX`) in an [`RdmaConfig`] or a call's timeout mean "no
-//! deadline", never a panic. The server used to panic on
-//! `Instant + shutdown_grace` when shutting down and on
-//! `last Read progress + read_timeout` at the first call with a Read chunk.
+//! deadline", never a panic: neither `Instant + shutdown_grace` at shutdown
+//! nor `last Read progress + read_timeout` at a call with a Read chunk may
+//! overflow.
 //!
 //! Alone in its test binary: it counts panics with a process-wide hook
 //! (some panics happen in spawned tasks whose failure nobody reports).

@@ -1,11 +1,11 @@
-//! Review 3 (H1): a responder may lower its credit grant (RFC 8166 §3.3.1).
+//! A responder may lower its credit grant (RFC 8166 §3.3.1).
 //! A call whose reply never came keeps its credit; if a later reply lowers
 //! the grant to what such calls already hold, no call can ever be sent
 //! again on that connection. The requester must treat that as a major
 //! timeout and reconnect, not leave every later call to time out in its
 //! queue.
 //!
-//! Review 3 (H3): calls given up keep their registered buffers while their
+//! Calls given up keep their registered buffers while their
 //! replies are outstanding; beyond `RdmaConfig::max_abandoned_bytes` the
 //! requester treats the connection as failed.
 //!
@@ -59,7 +59,7 @@ async fn pair(policy: Policy, cfg: RdmaConfig) -> RdmaClient<iwarp::Device> {
     .await
 }
 
-/// H1: on its first connection the responder grants 2, ignores the second
+/// On its first connection the responder grants 2, ignores the second
 /// call, and answers later ones with a grant of 1; on later connections it
 /// answers every call with a grant of 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,14 +94,14 @@ async fn lower_grant_with_a_lost_reply_outstanding_reconnects() {
     assert!(c.stats().reconnects.load(Relaxed) >= 1);
 }
 
-/// H3: the responder grants 32 with its first reply and never answers
+/// The responder grants 32 with its first reply and never answers
 /// again. Each GET given up keeps its 2 MiB Write chunk registered; the
 /// second one takes the given-up calls past a 3 MiB budget, and the client
 /// reconnects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_buffers_beyond_the_budget_reconnect() {
     // NULL calls are answered: the connection is alive (a requester probes
-    // a connection silent for a call's timeout with a NULL; R10-3).
+    // a connection silent for a call's timeout with a NULL).
     let policy: Policy = |first, n, null| (null || (first && n == 1)).then_some(32);
     let cfg = RdmaConfig {
         call_timeout: Duration::from_millis(200),

@@ -1,12 +1,6 @@
-//! Audit 14 (draft-cel-nfsv4-rfc5666-implementation-experience-02 §3–§4,
-//! RFC 8166, RFC 8797): transport-level checks. See
-//! /work/team/audit14-findings.md.
-//!
-//! - `audit14_empty_first_ddp_argument_then_reduced_second` FAILS on the
-//!   audited tree (finding A14-1): our own requester and responder cannot
-//!   complete a valid call.
-//! - The `audit14_ok_*` tests pass: they pin behaviour the audit checked and
-//!   found no test for.
+//! Conformance to draft-cel-nfsv4-rfc5666-implementation-experience-02
+//! §3–§4, RFC 8166 and RFC 8797, checked end to end through a requester and
+//! a responder (or a raw verbs peer standing in for one of them).
 
 mod common;
 
@@ -90,15 +84,14 @@ fn bindings() -> Bindings {
     b
 }
 
-/// Finding A14-1 (bug, fixed): a Read chunk was checked against the
-/// binding's DDP-eligible argument of the same INDEX among the chunks, not
-/// the argument at its Position. Our requester keeps an empty DDP argument
-/// inline (`plan_call`: `n == 0`), so `small` = empty, `big` = 4096 bytes
-/// sends one chunk (for `big`), which the responder checked against
-/// `small`'s 16-byte limit: ERR_CHUNK for a valid call, between our own
-/// requester and responder.
+/// A Read chunk is checked against the binding's DDP-eligible argument at
+/// its Position, not the one of the same index among the chunks. The
+/// requester keeps an empty DDP argument inline (`plan_call`: `n == 0`), so
+/// `small` = empty, `big` = 4096 bytes sends one chunk (for `big`), which
+/// must not be checked against `small`'s 16-byte limit (that would answer
+/// ERR_CHUNK to a valid call).
 #[tokio::test]
-async fn audit14_empty_first_ddp_argument_then_reduced_second() {
+async fn empty_first_ddp_argument_then_reduced_second() {
     let dev = rpcrdma::memfabric::Fabric::new();
     let srv = RdmaServer::bind(
         dev.clone(),
@@ -146,7 +139,7 @@ fn words(w: &[u32]) -> Vec<u8> {
 /// multi-segment Position-Zero chunk: our requester splits only above
 /// 1 MiB.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit14_ok_multi_segment_position_zero_chunk_with_unaligned_segments() {
+async fn multi_segment_position_zero_chunk_with_unaligned_segments() {
     let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
     let pdata = RdmaConfig::default().private_data().encode();
     let mut raw = Raw::connect(srv.local_addr(), &pdata).await;
@@ -206,7 +199,7 @@ async fn audit14_ok_multi_segment_position_zero_chunk_with_unaligned_segments() 
 /// its own configured threshold (4096). (Passes; only the unit test
 /// `rfc8797_s8_1_absent_or_invalid_means_defaults` covered it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit14_ok_requester_assumes_1024_without_private_data() {
+async fn requester_assumes_1024_without_private_data() {
     let dev = iwarp::Device::default();
     let listener = dev.listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr();
@@ -272,7 +265,7 @@ async fn audit14_ok_requester_assumes_1024_without_private_data() {
 /// are discarded (unknown XID) before their grant is applied. (Passes; the
 /// unit tests in credits.rs covered the zero grant, no transport test did.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit14_ok_zero_grant_and_duplicate_replies() {
+async fn zero_grant_and_duplicate_replies() {
     use common::stand_in;
     let c = stand_in::client_of(RdmaConfig::default(), move |req, dev, _| {
         let mut n = 0u64;
@@ -314,7 +307,7 @@ async fn audit14_ok_zero_grant_and_duplicate_replies() {
 /// 1024-byte receive buffer would fail on. (Passes; the existing
 /// no-private-data test sends a call whose answer is small either way.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit14_ok_responder_assumes_1024_without_private_data() {
+async fn responder_assumes_1024_without_private_data() {
     let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
     let mut raw = Raw::connect(srv.local_addr(), &[]).await;
     let xid = 0x7777;
@@ -345,19 +338,18 @@ async fn audit14_ok_responder_assumes_1024_without_private_data() {
     srv.shutdown().await;
 }
 
-/// Finding A14-5 (fixed; wrong on the wire with asymmetric thresholds): RFC
-/// 8166 §4.2.4 / draft §4.1: a Send, header included, must not exceed the
-/// receiver's inline threshold. `plan_reply` refuses a reply whose echoed
-/// chunk lists exceed the reply threshold (HeaderTooLarge -> ERR_CHUNK), but
-/// the GARBAGE_ARGS answer (`answer_verdict` -> `send_plain`) echoed every
-/// offered chunk with no such check. A requester that receives 1024 bytes
-/// and sends 4096, offering 4 Write chunks of 16 segments (1056 bytes of
-/// Write list) on a PUT whose Read chunk disagrees with its length word,
-/// got a ~1.1 KB Send into its 1024-byte receive buffer (a real RNIC fails
-/// the receive and the connection; the raw peer here posts 16 KiB buffers
-/// so the size can be seen).
+/// RFC 8166 §4.2.4 / draft §4.1: a Send, header included, must not exceed
+/// the receiver's inline threshold. `plan_reply` refuses a reply whose
+/// echoed chunk lists exceed the reply threshold (HeaderTooLarge ->
+/// ERR_CHUNK), and the GARBAGE_ARGS answer (`answer_verdict` ->
+/// `send_plain`) must obey the same bound. A requester that receives 1024
+/// bytes and sends 4096 offers 4 Write chunks of 16 segments (1056 bytes of
+/// Write list) on a PUT whose Read chunk disagrees with its length word; it
+/// must not get a ~1.1 KB Send into its 1024-byte receive buffer (a real
+/// RNIC fails the receive and the connection; the raw peer here posts
+/// 16 KiB buffers so the size can be seen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit14_garbage_args_reply_fits_the_reply_threshold() {
+async fn garbage_args_reply_fits_the_reply_threshold() {
     use rpcrdma_proto::private_data::PrivateData;
     let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;
     let pd = PrivateData {
@@ -487,7 +479,7 @@ impl rpcrdma_proto::binding::ReplyLayout for BigBinding {
 /// reassemble it. (Passes; no test returned a used Write chunk in a Long
 /// Reply.)
 #[tokio::test]
-async fn audit14_ok_long_reply_with_a_used_write_chunk() {
+async fn long_reply_with_a_used_write_chunk() {
     let mut b = Bindings::rdmatest();
     b.add(BigBinding);
     let dev = rpcrdma::memfabric::Fabric::new();
@@ -537,7 +529,7 @@ async fn audit14_ok_long_reply_with_a_used_write_chunk() {
 /// invalidation, and send a 2000-byte ECHO as a Long Call. (Passes; no test
 /// changed the peer's Private Data across a reconnect.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit14_ok_private_data_may_change_on_reconnect() {
+async fn private_data_may_change_on_reconnect() {
     use common::stand_in;
     use rpcrdma_proto::private_data::PrivateData;
     // (connection, rdma_proc) of every message received.
@@ -615,7 +607,7 @@ async fn audit14_ok_private_data_may_change_on_reconnect() {
 /// carries is applied. (Passes; only the unit test in rules_reply.rs
 /// covered ERR_VERS at a Requester.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit14_ok_err_vers_retires_the_call_with_its_range() {
+async fn err_vers_retires_the_call_with_its_range() {
     use common::stand_in;
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Review F4: a call whose reply never comes keeps its credit; on a fresh
+//! A call whose reply never comes keeps its credit; on a fresh
 //! connection (one credit until the first reply) that used to stall the
 //! client for good. The Requester now treats "abandoned calls hold every
 //! credit" as a major timeout and reconnects.
@@ -147,7 +147,7 @@ async fn outstanding_counts_abandoned_calls_still_holding_a_credit() {
     );
 }
 
-/// Review F10: a caller that drops its call future (here: an outer
+/// A caller that drops its call future (here: an outer
 /// timeout) gives the call up; a still-queued call is never sent.
 #[tokio::test]
 async fn dropped_call_future_is_not_sent_later() {
@@ -216,9 +216,9 @@ impl Service for PanicFirst {
     }
 }
 
-/// A procedure that panics is answered SYSTEM_ERR by the dispatcher
-/// (review 7, G3); its connection and the calls after it go on. (Before,
-/// the transport's own backstop closed the connection, review F1, and the
+/// A procedure that panics is answered SYSTEM_ERR by the dispatcher;
+/// its connection and the calls after it go on. (Before,
+/// the transport's own backstop closed the connection and the
 /// requester retransmitted the call, to panic again; that backstop stays
 /// for panics in the transport itself.)
 #[tokio::test]
@@ -244,7 +244,7 @@ async fn panicking_procedure_is_answered_system_err() {
     srv.shutdown().await;
 }
 
-/// Review 4 (K4): calls still running when their connection ends are
+/// Calls still running when their connection ends are
 /// stopped with it, instead of holding the connection (its socket, buffers
 /// and read budget) after its slot was given back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,8 +23,8 @@ async fn basic_calls_over_memfabric() {
 }
 
 /// `credits` beyond [`rpcrdma::MAX_CREDITS`] is taken as the maximum on
-/// both sides (review 10, R10-11: `u32::MAX` overflowed the count of
-/// receives to post and refused every connection).
+/// both sides (`u32::MAX` must not overflow the count of receives to
+/// post and refuse every connection).
 #[tokio::test]
 async fn credits_beyond_the_maximum_are_capped() {
     let dev = Fabric::new();

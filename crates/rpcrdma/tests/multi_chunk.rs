@@ -137,7 +137,7 @@ async fn run<D: Device>(dev: D, item_chunks: bool) {
             }
         } else {
             // A Long Call carries the whole call, DDP-eligible arguments
-            // included, in its Position-Zero chunk alone (audit 14, A14-3).
+            // included, in its Position-Zero chunk alone.
             assert_eq!(r.read_chunks, 0, "{r}");
             let xdr = |n: usize| 4 + n.div_ceil(4) * 4;
             assert_eq!(
@@ -171,7 +171,7 @@ fn put2_request(la: usize, lb: usize) -> Request {
     Request::new(PROG, 1, 1, args.finish())
 }
 
-/// Review G4 (and F5 within one chunk): Reads of a call are in flight when
+/// Reads (of several chunks, or within one chunk) of a call are in flight when
 /// a later Read cannot be posted. The server must wait for them (their
 /// sinks stay registered) before it answers: iWARP lets the answer's Send
 /// complete before an earlier Read, and an answer sent at once lets the

@@ -150,7 +150,7 @@ async fn requester_exceeding_its_grant_is_disconnected_alone() {
     srv.shutdown().await;
 }
 
-/// Review F5: a reply that would need more RDMA Writes than a quarter of
+/// A reply that would need more RDMA Writes than a quarter of
 /// the send queue (here a Write chunk of 300 tiny segments against a 1024
 /// deep queue) is answered ERR_CHUNK rather than flooding the queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Review 2 (G3): the responder's deadline for RDMA Reads counts from the
+//! The responder's deadline for RDMA Reads counts from the
 //! connection's last Read progress, not from the start of a call's Reads.
 //! A peer that stops answering Read Requests is closed soon, which frees the
 //! server-wide read budget other connections' calls wait for; a slow

@@ -1,4 +1,4 @@
-//! Review F5/F9: calls the Responder accepted but cannot carry out get an
+//! Calls the Responder accepted but cannot carry out get an
 //! RDMA_ERROR (ERR_CHUNK, RFC 8166 §4.5) instead of silence.
 
 mod common;
@@ -48,7 +48,7 @@ async fn read_chunk_with_ord_zero_gets_err_chunk() {
     srv.shutdown().await;
 }
 
-/// Review F3: connection requests beyond `max_connections` are rejected;
+/// Connection requests beyond `max_connections` are rejected;
 /// a slot frees when a connection ends.
 #[tokio::test]
 async fn connections_beyond_max_connections_are_rejected() {
@@ -99,7 +99,7 @@ async fn connections_beyond_max_connections_are_rejected() {
     common::typed(&b).null().await.unwrap();
 }
 
-/// Review F3: a requester that never answers the responder's RDMA Reads
+/// A requester that never answers the responder's RDMA Reads
 /// (here a proxy stops forwarding the server-to-client direction, so the
 /// Read Requests never arrive) no longer holds the call and its read sink
 /// forever: after `read_timeout` the responder closes that connection.

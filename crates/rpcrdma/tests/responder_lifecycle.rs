@@ -1,9 +1,9 @@
-//! Review 10, responder lifecycle findings:
-//! - R10-4: peers that trickle their Read Responses must not starve other
+//! The responder's lifecycle:
+//! - peers that trickle their Read Responses must not starve other
 //!   clients' Read-chunk calls (bounded wait for the server-wide read
 //!   budget, then ERR_CHUNK);
-//! - R10-8: dropping every `RdmaServer` handle stops it;
-//! - R10-5: an idle connection (a client that vanished silently) is closed
+//! - dropping every `RdmaServer` handle stops it;
+//! - an idle connection (a client that vanished silently) is closed
 //!   after `RdmaConfig::idle_timeout`, and a client that later calls again
 //!   reconnects.
 
@@ -50,7 +50,7 @@ async fn slow_proxy(target: std::net::SocketAddr, rate: u64) -> std::net::Socket
     addr
 }
 
-/// R10-4. Four peers behind a 1 MiB/s proxy each PUT almost their whole
+/// Four peers behind a 1 MiB/s proxy each PUT almost their whole
 /// per-connection read budget; together they hold all but 4 units of the
 /// server-wide budget for about 4 s (each 1 MiB RDMA Read completes in
 /// about 1 s, well within `read_timeout`, so none is cut). A legitimate
@@ -147,7 +147,7 @@ async fn eventually(mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
-/// R10-8. A clone keeps the server; dropping the last handle without
+/// A clone keeps the server; dropping the last handle without
 /// `shutdown()` stops accepting and closes the open connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_last_server_handle_stops_the_server() {
@@ -235,7 +235,7 @@ async fn silencing_proxy(
     addr
 }
 
-/// R10-5. A client that vanished silently (its close never reaches the
+/// A client that vanished silently (its close never reaches the
 /// server) loses its server connection after `idle_timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vanished_client_connection_is_closed_when_idle() {
@@ -264,7 +264,7 @@ async fn vanished_client_connection_is_closed_when_idle() {
     srv.shutdown().await;
 }
 
-/// R10-5. Over memfabric: a call in process longer than `idle_timeout`
+/// Over memfabric: a call in process longer than `idle_timeout`
 /// keeps its connection; an idle connection is closed; the client's next
 /// call reconnects and succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,9 +311,9 @@ async fn idle_close_spares_calls_in_process_and_later_calls_reconnect() {
     srv2.shutdown().await;
 }
 
-/// R10-5 with the requester's reconnect policy: an idle client's eager
+/// The idle close with the requester's reconnect policy: an idle client's eager
 /// reconnections carry no message and are idle-closed in turn (counted as
-/// failed attempts, review 10 R10-2); after more such closes than
+/// failed attempts); after more such closes than
 /// `max_attempts` (the client may then stop reconnecting until it is
 /// used) it still serves its next call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

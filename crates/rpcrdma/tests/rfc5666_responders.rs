@@ -1,6 +1,6 @@
 //! Our requester against Responders that read RFC 5666 the ways the
 //! implementation-experience draft (draft-cel-nfsv4-rfc5666-implementation-
-//! experience-02) §3.6–§3.7 reports (review 9): a Write chunk length
+//! experience-02) §3.6–§3.7 reports: a Write chunk length
 //! rounded up to a multiple of 4, and an unused Write chunk returned with
 //! no segments, unmodified, or with zero lengths (RFC 8166 §3.4.6). Each
 //! reply must complete its call (not be discarded, which leaves the call to

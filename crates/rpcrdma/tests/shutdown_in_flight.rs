@@ -1,4 +1,4 @@
-//! Review 6, R6-6: a clean server shutdown with large replies in flight,
+//! A clean server shutdown with large replies in flight,
 //! reconnecting off: every call fails promptly with a typed error. A call
 //! caught in the middle of being sent when the connection was lost used to
 //! be queued again after the (single, failed) reconnect had given up, and

@@ -106,12 +106,12 @@ async fn write_pad_without_remote_invalidation() {
     gets_with_pad(false).await;
 }
 
-/// Review 13, finding 1: a result longer than the caller's buffer must not
+/// A result longer than the caller's buffer must not
 /// land in the pad segment. Our responder answers ERR_CHUNK (the Write
-/// chunk is too small) with or without `write_pad`; before the fix the pad
-/// segment's 4 bytes counted as chunk capacity, the responder RDMA-Wrote
-/// result bytes into it, and the requester failed the call with "write
-/// chunk overrun" instead.
+/// chunk is too small) with or without `write_pad`: the pad segment's 4
+/// bytes do not count as chunk capacity (else the responder would
+/// RDMA-Write result bytes into it and the requester fail the call with
+/// "write chunk overrun").
 async fn get_longer_than_buffer(write_pad: bool) -> Result<(), rpcrdma::TransportError> {
     let cfg = RdmaConfig::default();
     let srv = common::server(dev(), cfg.clone()).await;
@@ -136,7 +136,7 @@ async fn get_longer_than_buffer(write_pad: bool) -> Result<(), rpcrdma::Transpor
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn review13_result_longer_than_buffer_never_written_into_pad() {
+async fn result_longer_than_buffer_never_written_into_pad() {
     let without = get_longer_than_buffer(false).await;
     assert!(
         matches!(without, Err(rpcrdma::TransportError::ErrChunk)),

@@ -1,5 +1,5 @@
 //! Encoding into caller-provided buffers: [`Encoder`], [`XdrEncode`] and
-//! helpers for `BytesMut`/`Vec`.
+//! functions for `BytesMut`/`Vec`.
 
 use bytes::{Bytes, BytesMut};
 

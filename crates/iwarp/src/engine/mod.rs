@@ -91,8 +91,8 @@ pub struct QpInner {
     /// Posted send WRs not yet started.
     pub sq: VecDeque<SqItem>,
     /// The send-queue WR the transmit half is working on (any kind: a
-    /// message being produced, a FastReg, a LocalInvalidate; reviews 5 and
-    /// 6): flushed in order by `fail`/`close`, reported by `fail` when it is
+    /// message being produced, a FastReg, a LocalInvalidate):
+    /// flushed in order by `fail`/`close`, reported by `fail` when it is
     /// the failing one, else completed by the transmit half when done.
     pub sq_cur: Option<WorkCompletion>,
     /// Send WRs posted and not yet completed (for the depth check).
@@ -206,8 +206,8 @@ impl QpShared {
     /// Moves to [`QpState::Connected`] with the negotiated ORD/IRD.
     /// `gate_open` is false for an MPA responder until the first FPDU arrives.
     /// Returns false, and changes nothing, when the QP failed or was
-    /// disconnected during connection setup (review 6, R6-5: it came back
-    /// as Connected with its receive half already stopped).
+    /// disconnected during connection setup (so a QP never comes back as
+    /// Connected with its receive half already stopped).
     #[must_use]
     pub fn establish(
         &self,
@@ -263,7 +263,7 @@ impl QpShared {
     ) {
         let mut g = self.lock();
         if g.error.is_some() || g.state == QpState::Disconnected {
-            // Already stopped (review 5: a close is terminal too).
+            // Already stopped (a close is terminal too).
             return;
         }
         tracing::debug!(qp = self.qp_num, %error, "QP error");
@@ -283,7 +283,7 @@ impl QpShared {
                 recv_wcs.push(f);
             } else {
                 // The send WR the transmit half was on (any kind) stays in
-                // `sq_cur` until here (review 6, R6-1): it completes with
+                // `sq_cur` until here: it completes with
                 // `first`'s status, not flushed too. (Had a close come
                 // first, its flush completed it, and this returned above.)
                 if g.sq_cur

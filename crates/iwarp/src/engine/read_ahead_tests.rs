@@ -321,7 +321,7 @@ proptest! {
     }
 }
 
-/// review5: a Terminate between segments of a read-ahead Read Response, at
+/// A Terminate between segments of a read-ahead Read Response, at
 /// several cut patterns: same outcome as with staged placement, the Read
 /// completes once with an error, nothing after the Terminate is written to
 /// the target.

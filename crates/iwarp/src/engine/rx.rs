@@ -128,8 +128,8 @@ struct CurRecv {
     placed: u64,
     msn: u32,
     /// The first segment's RDMAP opcode, as (Solicited Event, Invalidate
-    /// STag): every segment of the message must carry the same (review 5,
-    /// F7; RFC 5040 §4.3: the RDMAP header is in every segment).
+    /// STag): every segment of the message must carry the same
+    /// (RFC 5040 §4.3: the RDMAP header is in every segment).
     op: (bool, Option<u32>),
 }
 
@@ -403,8 +403,8 @@ impl Rx {
     fn step_staged(&mut self) {
         while self.start < self.end && !self.dead {
             if self.sh.stopped() {
-                // Stopped by another thread in the middle of an FPDU
-                // (review 5, F5): nothing more is placed; its WR was flushed.
+                // Stopped by another thread in the middle of an FPDU:
+                // nothing more is placed; its WR was flushed.
                 self.dead = true;
                 return;
             }
@@ -474,7 +474,7 @@ impl Rx {
     fn on_header_inner(&mut self) {
         if self.sh.stopped() {
             // Failed or disconnected while this stream was being read: the
-            // rest of the stream is ignored (review F7).
+            // rest of the stream is ignored.
             self.dead = true;
             return;
         }
@@ -1059,7 +1059,7 @@ impl Rx {
         }
         // The header is kept through delivery: a Terminate for a failure
         // found there (a Send with Invalidate of an STag that cannot be
-        // invalidated) carries it (review 5, F6; RFC 5040 §7.2).
+        // invalidated) carries it (RFC 5040 §7.2).
         self.hdr_have = 0;
         self.hdr_need = 3;
     }
@@ -1148,7 +1148,7 @@ impl Rx {
                 self.send_msn = self.send_msn.wrapping_add(1);
                 // The WR stays taken until the invalidation is done, so that
                 // a close or failure meanwhile flushes it, and `fail`
-                // reports it with the error below (review 6, R6-1).
+                // reports it with the error below.
                 if let Some(stag) = invalidate {
                     if !self.still_taken(cur.wr_id) {
                         return;

@@ -1012,7 +1012,7 @@ fn first_fpdu_len(bytes: &[u8]) -> usize {
     2 + ulpdu + pad_len(ulpdu) + 4
 }
 
-/// Review F6: a receive WR taken for a multi-segment Send completes (with
+/// A receive WR taken for a multi-segment Send completes (with
 /// an error or flush status) however the QP dies before the Send's last
 /// segment: a fatal error in another message, a CRC error, an orderly
 /// close or end of stream, or an error raised elsewhere.
@@ -1092,7 +1092,7 @@ fn receive_taken_by_unfinished_send_is_flushed() {
     }
 }
 
-/// Review F7: after a local disconnect the receive half places nothing
+/// After a local disconnect the receive half places nothing
 /// more and queues no Read Request.
 #[test]
 fn nothing_is_placed_after_local_close() {
@@ -1502,7 +1502,7 @@ fn standalone_terminate_fpdu_is_received_as_terminate() {
 }
 
 // ---------------------------------------------------------------------
-// review5: Terminate at awkward moments, Send with Invalidate
+// Terminate at awkward moments, Send with Invalidate
 // ---------------------------------------------------------------------
 
 fn peer_terminate(cause: TerminateCause) -> Vec<u8> {
@@ -1514,7 +1514,7 @@ fn ids(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
     wcs.iter().map(|w| (w.wr_id, w.status)).collect()
 }
 
-/// R5-1: two outstanding RDMA Reads with the same wr_id (legal in verbs);
+/// Two outstanding RDMA Reads with the same wr_id (legal in verbs);
 /// a Terminate arrives: each Read must complete once.
 #[test]
 fn terminate_with_two_reads_of_the_same_wr_id() {
@@ -1551,7 +1551,7 @@ fn terminate_with_two_reads_of_the_same_wr_id() {
     assert_eq!(st.len(), 2, "each Read completes once: {st:?}");
 }
 
-/// R5-2: a peer's Terminate arrives while our transmit half is in the
+/// A peer's Terminate arrives while our transmit half is in the
 /// middle of a multi-FPDU Send (WR 1); WR 2 is queued behind it.
 #[test]
 fn peer_terminate_while_mid_message() {
@@ -1586,7 +1586,7 @@ fn peer_terminate_while_mid_message() {
     );
 }
 
-/// R5-3: the local side fails (protection error found by the receive
+/// The local side fails (protection error found by the receive
 /// half) while its transmit half is mid-message: the Terminate goes out
 /// framed at a segment boundary, and the WRs complete once each, in order.
 #[test]
@@ -1633,7 +1633,7 @@ fn local_terminate_while_mid_message_order() {
     }
 }
 
-/// R5-4: a Terminate between two segments of a Read Response being
+/// A Terminate between two segments of a Read Response being
 /// received: the Read completes once, with an error.
 #[test]
 fn terminate_mid_read_response() {
@@ -1680,7 +1680,7 @@ fn terminate_mid_read_response() {
     assert!(placed <= 128, "{placed} bytes placed");
 }
 
-/// R5-5: two Terminates in a row, then a Write and a Read Request.
+/// Two Terminates in a row, then a Write and a Read Request.
 #[test]
 fn terminate_then_more_fpdus() {
     let (mut a, _b) = pair(true, 1024);
@@ -1702,7 +1702,7 @@ fn terminate_then_more_fpdus() {
     assert_eq!(a.error_cause(), Some(TerminateCause::DdpNoBuffer));
 }
 
-/// R5-7: hostile Terminate bodies never panic, kill the QP, and are not
+/// Hostile Terminate bodies never panic, kill the QP, and are not
 /// answered with a Terminate.
 #[test]
 fn hostile_terminate_bodies() {
@@ -1738,7 +1738,7 @@ fn hostile_terminate_bodies() {
     }
 }
 
-/// R5-8: Send with Invalidate over several FPDUs: the STag stays valid
+/// Send with Invalidate over several FPDUs: the STag stays valid
 /// until the last segment is delivered, and is invalidated once.
 #[test]
 fn swi_multi_segment_invalidates_at_the_end() {
@@ -1776,7 +1776,7 @@ fn swi_multi_segment_invalidates_at_the_end() {
     );
 }
 
-/// R5-9 (F7): the segments of one Send disagree on the opcode /
+/// The segments of one Send disagree on the opcode /
 /// Invalidate STag: a protocol error, nothing invalidated or delivered.
 #[test]
 fn swi_segments_disagree() {
@@ -1832,7 +1832,7 @@ fn swi_segments_disagree() {
     }
 }
 
-/// R5-10: SWI of an STag that is already invalid (locally invalidated).
+/// SWI of an STag that is already invalid (locally invalidated).
 #[test]
 fn swi_of_already_invalid_stag() {
     let (mut a, mut b) = pair(true, 1024);
@@ -1853,7 +1853,7 @@ fn swi_of_already_invalid_stag() {
     assert_eq!(ids(&b.wcs()), vec![(1, WcStatus::RemoteInvalidRequest)]);
 }
 
-/// R5-11: a Terminate as the responder's very first FPDU (gate closed,
+/// A Terminate as the responder's very first FPDU (gate closed,
 /// a Send queued): nothing is sent, everything completes once.
 #[test]
 fn terminate_as_first_fpdu_to_gated_responder() {
@@ -1879,7 +1879,7 @@ fn terminate_as_first_fpdu_to_gated_responder() {
     );
 }
 
-/// R5-12: Terminate while the initiator's internal RTR Read is in the ORQ.
+/// Terminate while the initiator's internal RTR Read is in the ORQ.
 #[test]
 fn terminate_with_rtr_read_outstanding() {
     let table = Arc::new(StagTable::default());
@@ -1921,7 +1921,7 @@ fn terminate_with_rtr_read_outstanding() {
     assert_eq!(st[0].0, 9);
 }
 
-/// R5-13: the QP is closed locally (disconnect) or fails from another
+/// The QP is closed locally (disconnect) or fails from another
 /// thread (e.g. the transmit half's Read Request source check queues a
 /// Terminate) while the receive half is in the middle of a Send segment's
 /// payload. The receive WR is flushed at once; the rest of that FPDU must
@@ -2107,7 +2107,7 @@ fn peer_terminate_while_answering_a_read() {
     );
 }
 
-/// R5-14: the Terminate for a failed Send with Invalidate carries M + D
+/// The Terminate for a failed Send with Invalidate carries M + D
 /// (header_control of RdmapCannotInvalidate) with the offending header.
 #[test]
 fn swi_terminate_carries_the_ddp_header() {
@@ -2135,7 +2135,7 @@ fn swi_terminate_carries_the_ddp_header() {
 }
 
 // ---------------------------------------------------------------------
-// Review 6
+// Local failures and closes racing the transmit half
 // ---------------------------------------------------------------------
 
 /// Runs `a`'s transmit half on another thread with the race window `widen`
@@ -2162,7 +2162,7 @@ fn transmit_while_closing(
     ids(&v)
 }
 
-/// Review 6: a local failure of the send WR in progress (gather fails the
+/// A local failure of the send WR in progress (gather fails the
 /// protection check) races with a local disconnect (close()) on another
 /// thread. The WR has left sq and sq_cur before fail() runs; fail() then
 /// returns early (QP Disconnected) and drops `first`: the WR never completes.
@@ -2190,8 +2190,9 @@ fn local_failure_racing_close_completes_the_wr() {
     assert!(bad.is_empty(), "WR 1 must complete exactly once: {bad:?}");
 }
 
-/// Review 6: a multi-segment Send with Solicited Event (and one with
-/// Invalidate) from our own transmitter passes our receiver's F7 check.
+/// A multi-segment Send with Solicited Event (and one with
+/// Invalidate) from our own transmitter passes our receiver's check that every
+/// segment of a message carries the same opcode flags.
 #[test]
 fn multi_segment_solicited_send_is_consistent() {
     let (mut a, mut b) = pair(true, 128);
@@ -2228,7 +2229,7 @@ fn multi_segment_solicited_send_is_consistent() {
     assert_eq!(st[1].invalidated_rkey, Some(istag));
 }
 
-/// Review 6: a LocalInvalidate (or FastReg) leaves sq before it is done and
+/// A LocalInvalidate (or FastReg) leaves sq before it is done and
 /// completes outside the lock: a close() meanwhile flushes the WRs behind
 /// it first, and its Success lands after their WrFlushError (send
 /// completions out of order).

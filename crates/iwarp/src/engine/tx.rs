@@ -709,12 +709,14 @@ pub fn terminate_fpdu(t: &TerminateRepr, crc_on: bool) -> Vec<u8> {
     v
 }
 
-/// Tests only: `local_failure` sleeps 200 ms first (review 6 races).
+/// Tests only: `local_failure` sleeps 200 ms first, widening
+/// its race with a concurrent close.
 #[cfg(test)]
 pub static TEST_WIDEN_LOCAL_FAILURE: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// Tests only: `local_invalidate` sleeps 200 ms first (review 6 races).
+/// Tests only: `local_invalidate` sleeps 200 ms first, widening
+/// its race with a concurrent close.
 #[cfg(test)]
 pub static TEST_WIDEN_LOCAL_INVALIDATE: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);

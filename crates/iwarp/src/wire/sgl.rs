@@ -1,4 +1,4 @@
-//! Scatter/gather helpers: view a byte range of a list of buffers as a
+//! Scatter/gather functions: view a byte range of a list of buffers as a
 //! sequence of borrowed slices, without copying.
 
 use core::ops::Range;

@@ -80,7 +80,7 @@ fn every_error_status_is_typed() {
     }
 }
 
-/// Review 12, R12-2: a timeout too long for an `Instant` to represent
+/// A timeout too long for an `Instant` to represent
 /// ([`Duration::MAX`], which `tokio::time::timeout` accepts as "never")
 /// means no deadline; `start_call` used to panic on `Instant + Duration`.
 #[test]
@@ -195,7 +195,7 @@ fn calls_and_garbage_are_not_replies() {
     assert!(core.is_pending(3));
 }
 
-/// Review 7, G1: a REPLY to an outstanding call that does not decode (cut
+/// A REPLY to an outstanding call that does not decode (cut
 /// off, or an accept/reject/auth status outside the registry) completes
 /// that call with `BadReply` at once instead of leaving it to its timeout.
 #[test]

@@ -240,7 +240,7 @@ fn call_with_raw_auth(rest: &[u8]) -> Payload {
     Payload::from(v)
 }
 
-/// Review 12, R12-1: a complete call header whose credential body has
+/// A complete call header whose credential body has
 /// non-zero XDR padding (RFC 4506 §4.10 requires zeros) is a malformed
 /// credential: MSG_DENIED AUTH_ERROR AUTH_BADCRED (RFC 5531 §9; libtirpc
 /// answers the same). It used to be dropped like a truncated header, so
@@ -260,7 +260,7 @@ fn credential_with_nonzero_padding_is_answered_badcred() {
     );
 }
 
-/// Review 12, R12-1: the same for the verifier: AUTH_BADVERF.
+/// The same for the verifier: AUTH_BADVERF.
 #[test]
 fn verifier_with_nonzero_padding_is_answered_badverf() {
     // AUTH_NONE credential; AUTH_NONE verifier, 2-byte body, padding FF FF.
@@ -276,7 +276,7 @@ fn verifier_with_nonzero_padding_is_answered_badverf() {
     );
 }
 
-/// Review 12, R12-1: a credential or verifier cut short (body or padding
+/// A credential or verifier cut short (body or padding
 /// missing) is still a truncated header, dropped, whatever bytes are there.
 #[test]
 fn truncated_credential_or_verifier_is_still_dropped() {
@@ -420,7 +420,7 @@ fn outcome_bytes(o: DispatchOutcome) -> Option<Vec<u8>> {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
-    /// Review 12: a record's fragments reach the dispatcher as separate
+    /// A record's fragments reach the dispatcher as separate
     /// pieces; the outcome of a (possibly corrupted) call must not depend
     /// on where it was cut.
     #[test]
@@ -448,7 +448,7 @@ proptest! {
         prop_assert_eq!(whole, pieces);
     }
 
-    /// Review 12: the same for the client's reply decoding.
+    /// The same for the client's reply decoding.
     #[test]
     fn reply_decode_independent_of_fragmentation(
         msg in proptest::collection::vec(any::<u8>(), 0..64),
@@ -483,7 +483,7 @@ impl Service for PanicsEarly {
     }
 }
 
-/// Review 7, G3: a procedure that panics, in a poll of its future or when
+/// A procedure that panics, in a poll of its future or when
 /// making it, is answered SYSTEM_ERR; the dispatcher goes on serving.
 #[test]
 fn panicking_procedures_are_answered_system_err() {
@@ -542,7 +542,7 @@ impl Service for PanicTwice {
     }
 }
 
-/// Review 8, R8-3: a procedure's future that panics in a poll and again
+/// A procedure's future that panics in a poll and again
 /// when dropped still gets SYSTEM_ERR; nothing escapes the dispatcher.
 #[test]
 fn a_future_that_panics_again_when_dropped_is_contained() {

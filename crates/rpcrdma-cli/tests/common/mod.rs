@@ -1,4 +1,4 @@
-//! Shared helpers: run the real `rpcrdma` binary as a server and a client.
+//! Shared test support: run the real `rpcrdma` binary as a server and a client.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};

@@ -1,4 +1,4 @@
-//! Helpers shared by the integration tests.
+//! Fixtures shared by the integration tests.
 #![allow(dead_code)]
 
 use rpcrdma_proto::binding::{BindingLookup, DdpItem, ProcedureBinding};

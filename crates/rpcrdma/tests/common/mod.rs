@@ -199,7 +199,7 @@ pub async fn message_kinds<D: Device>(srv_dev: D, cli_dev: D, inline: u32) {
     assert!(!r.reply_chunk_offered, "{r}");
     // A result that would fit inline, but for which the requester offered a
     // Reply chunk (it provisions room for a 400-byte verifier): the
-    // responder uses the chunk, as Linux's server does (audit 14, A14-2).
+    // responder uses the chunk, as Linux's server does.
     let mid = inline - 400;
     let (res, r) = c.call_with_report(get_req(mid, 9, None)).await.unwrap();
     check_get(&res, mid, 9);

@@ -13,6 +13,8 @@
 //! * [`mount`]: the MOUNT protocol;
 //! * [`binding`]: the RFC 8267 Upper-Layer Bindings ([`Nfs3Binding`],
 //!   [`MountBinding`]) for `rpcrdma`;
+//! * [`client`]: typed clients ([`client::Nfs3Client`],
+//!   [`client::MountClient`]) over any `oncrpc::Channel`;
 //! * [`codec`]: [`PayloadEncode`] (append to an `oncrpc::PayloadBuilder`,
 //!   DDP-eligible opaques as DDP pieces) and [`decode_payload`].
 //!
@@ -44,6 +46,7 @@
 
 pub mod args;
 pub mod binding;
+pub mod client;
 pub mod codec;
 pub mod mount;
 pub mod procs;

@@ -2,7 +2,7 @@
 //! write verifier, and the caches that turn handles into open objects.
 
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -188,7 +188,7 @@ impl Export {
             &root_id.btime_nsec.to_be_bytes(),
         ]);
         let mut opts = opts;
-        opts.max_io = opts.max_io.max(4096);
+        opts.max_io = opts.max_io.clamp(4096, nfs3::types::MAX_IO_SIZE);
         Ok(Arc::new(Export {
             path: dir.to_path_buf(),
             opts,
@@ -473,13 +473,20 @@ impl Export {
                 Mode::empty(),
             )?
         } else if kind == S_IFREG {
+            // Reopen exactly the inode just examined through the O_PATH
+            // descriptor's /proc link (no race with a rename). Without
+            // /proc, open the name again, never following a symlink and
+            // never blocking (should it have become a FIFO); the identity
+            // is checked below either way.
+            let proc_path = format!("/proc/self/fd/{}", p.as_raw_fd());
             let open = |f: OFlags| {
-                rfs::openat(
-                    dir,
-                    name,
-                    f | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
+                let extra = OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+                match rfs::openat(rfs::CWD, proc_path.as_str(), f | extra, Mode::empty()) {
+                    Err(Errno::NOENT) => {
+                        rfs::openat(dir, name, f | extra | OFlags::NOFOLLOW, Mode::empty())
+                    }
+                    r => r,
+                }
             };
             if self.opts.read_only {
                 open(OFlags::RDONLY)
@@ -577,9 +584,4 @@ fn new_write_verifier() -> [u8; 8] {
         .unwrap_or(0);
     let r: u64 = rand::random();
     (now ^ r.rotate_left(17)).to_be_bytes()
-}
-
-/// Whether `e` means the name does not exist.
-pub fn is_noent(e: &Errno) -> bool {
-    *e == Errno::NOENT
 }

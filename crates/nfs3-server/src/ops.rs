@@ -10,7 +10,7 @@ use nfs3::res::*;
 use nfs3::types::*;
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, Timespec, Timestamps};
 
-use crate::attr::{fattr, post_op, wcc, wcc_attr};
+use crate::attr::{fattr, post_op, wcc};
 use crate::cred::{MAY_EXEC, MAY_READ, MAY_WRITE, S_IFMT, S_IFREG, S_ISGID, S_ISUID};
 use crate::ctx::{stat, Ctx, NameKind};
 use crate::export::{stat_at, stat_fd, Obj};
@@ -884,9 +884,4 @@ pub fn commit(c: &Ctx<'_>, a: Commit3Args) -> Commit3Res {
         }),
         Err(e) => NfsResult3::Fail(stat(e), WccDataFail { wcc: w }),
     }
-}
-
-/// Pre-operation attributes of a `statx` result (for callers outside).
-pub fn pre_op(st: &rfs::Statx) -> PreOpAttr {
-    Some(wcc_attr(st))
 }

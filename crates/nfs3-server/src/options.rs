@@ -20,8 +20,9 @@ pub struct ExportOptions {
     pub anon_uid: u32,
     /// The gid of squashed and AUTH_NONE callers. Default 65534.
     pub anon_gid: u32,
-    /// Largest READ and WRITE count (FSINFO `rtmax` = `wtmax`); at least
-    /// 4096 is used. Default 1 MiB.
+    /// Largest READ and WRITE count (FSINFO `rtmax` = `wtmax`), kept
+    /// between 4096 and the `nfs3` codec's limit for READ and WRITE data
+    /// (`nfs3::types::MAX_IO_SIZE`, 1 MiB). Default 1 MiB.
     pub max_io: u32,
 }
 

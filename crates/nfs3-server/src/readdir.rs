@@ -251,9 +251,3 @@ fn entry_attrs(c: &Ctx<'_>, d: &Obj, name: &[u8]) -> (PostOpAttr, PostOpFh3) {
         None => (None, None),
     }
 }
-
-/// Search permission check used by LOOKUP-like paths (kept here for
-/// READDIRPLUS symmetry).
-pub fn may_search(c: &Ctx<'_>, d: &Obj) -> bool {
-    c.who.may(&d.owner(), MAY_EXEC)
-}

@@ -64,7 +64,10 @@ fuzz_target!(|data: &[u8]| {
         args.extend_from_slice(&fh);
     }
     args.extend_from_slice(rest);
-    let Ok(call) = Nfs3Args::decode_payload(u32::from(*procedure % 23), &Payload::from(Bytes::from(args))) else {
+    let Ok(call) = Nfs3Args::decode_payload(
+        u32::from(*procedure % 23),
+        &Payload::from(Bytes::from(args)),
+    ) else {
         return;
     };
     let cred = if flags & 2 != 0 {

@@ -49,8 +49,9 @@
 //!   verifier is new at each [`Export::open`]. [`Export::sync_all`] syncs
 //!   everything on shutdown.
 //! * **I/O**: an LRU of 256 open descriptors keyed by handle; procedures
-//!   run on tokio's blocking pool; READ reads into one buffer that becomes
-//!   the reply's DDP piece without a copy.
+//!   run off the async executor (tokio's blocking pool, or
+//!   `block_in_place`; see [`BlockingMode`]); READ reads
+//!   into one buffer that becomes the reply's DDP piece without a copy.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -71,6 +72,6 @@ pub mod status;
 
 pub use export::{Export, ExportCounters, ExportError, Obj};
 pub use mount::MountService;
-pub use nfs::NfsService;
+pub use nfs::{BlockingMode, NfsService};
 pub use options::ExportOptions;
 pub use status::{NfsErr, NfsResult};

@@ -12,36 +12,76 @@ use crate::ctx::Ctx;
 use crate::export::Export;
 use crate::{ops, readdir};
 
-/// Run `f` on tokio's blocking pool when inside a runtime (file-system
-/// calls can block), else inline.
+/// Where a procedure's file-system calls run (they may block).
+///
+/// Measured (`tests/io_path.rs`, dev profile, a loaded 2-core machine):
+/// GETATTR one at a time through the dispatcher took 75–79 µs with
+/// [`Pool`](Self::Pool) and 13–22 µs with [`InPlace`](Self::InPlace);
+/// 1 MiB READs and WRITEs 8 in flight ran at the same rate within the
+/// noise (430–670 MiB/s READ, 540–1010 MiB/s WRITE). `Pool` is the
+/// default because `InPlace` blocks the task that polls the call: the TCP
+/// server gives every call a task of its own, but the RPC-over-RDMA server
+/// polls calls first in its completion loop, which `InPlace` would hold for
+/// the length of a 1 MiB `pread` or an `fsync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BlockingMode {
+    /// Always on tokio's blocking pool (`spawn_blocking`): one hand-off to
+    /// a pool thread and back per call; the calling task is free meanwhile.
+    #[default]
+    Pool,
+    /// On a multi-threaded tokio runtime, in place on the calling worker
+    /// thread with `tokio::task::block_in_place` (the runtime moves its
+    /// other tasks to another thread); elsewhere as [`Pool`](Self::Pool).
+    /// Lower latency when every call has a task of its own (TCP).
+    InPlace,
+}
+
+/// Run `f` off the async executor as `mode` says (inline when not inside
+/// a tokio runtime at all).
 pub(crate) async fn run_blocking<T: Send + 'static>(
+    mode: BlockingMode,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ProcError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => h.spawn_blocking(f).await.map_err(|e| {
-            tracing::error!(error = %e, "NFS procedure failed on the blocking pool");
-            ProcError::SystemErr
-        }),
-        Err(_) => Ok(f()),
+    let Ok(h) = tokio::runtime::Handle::try_current() else {
+        return Ok(f());
+    };
+    if mode == BlockingMode::InPlace
+        && h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+    {
+        return Ok(tokio::task::block_in_place(f));
     }
+    h.spawn_blocking(f).await.map_err(|e| {
+        tracing::error!(error = %e, "NFS procedure failed on the blocking pool");
+        ProcError::SystemErr
+    })
 }
 
 /// NFS version 3 over one [`Export`].
 ///
 /// Arguments that do not decode (or break the `nfs3` limits) are
-/// GARBAGE_ARGS; unknown procedures PROC_UNAVAIL. Each procedure runs on
-/// tokio's blocking pool (the file system may block), with the caller's
-/// AUTH_SYS (or AUTH_NONE) credential mapped through the export's squash
-/// options.
+/// GARBAGE_ARGS; unknown procedures PROC_UNAVAIL. Each procedure runs off
+/// the async executor ([`BlockingMode`]: on the blocking pool by default,
+/// or in place with `block_in_place`), with the caller's AUTH_SYS (or AUTH_NONE) credential mapped through the export's
+/// squash options.
 #[derive(Debug, Clone)]
 pub struct NfsService {
     export: Arc<Export>,
+    mode: BlockingMode,
 }
 
 impl NfsService {
     /// The service for `export`.
     pub fn new(export: Arc<Export>) -> Self {
-        NfsService { export }
+        NfsService {
+            export,
+            mode: BlockingMode::default(),
+        }
+    }
+
+    /// The same service running its file-system calls as `mode` says.
+    pub fn with_blocking_mode(mut self, mode: BlockingMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// The export served.
@@ -56,7 +96,7 @@ impl NfsService {
         }
         let who = Caller::map(&call.cred, self.export.options());
         let ex = self.export.clone();
-        let res = run_blocking(move || execute(&ex, &who, args)).await?;
+        let res = run_blocking(self.mode, move || execute(&ex, &who, args)).await?;
         Ok(res.to_payload())
     }
 }

@@ -256,15 +256,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
     };
 
-    let progress = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(spec.duration.as_millis() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar
-    });
+    let progress = progress_bar(spec.duration);
     let mut outcome = measure_until(&channels, spec, progress, stop).await;
     on_sigint.abort();
     outcome.interrupted = interrupted.load(Relaxed);
@@ -388,8 +380,70 @@ pub async fn measure_until(
         length: spec.size,
         crc32c: crc32c::crc32c(&data),
     };
+    let mut loads = Vec::new();
+    for ch in channels {
+        for _ in 0..spec.depth {
+            loads.push(RdmatestLoad {
+                client: RdmatestClient::new(ch.clone()).with_timeout(CALL_TIMEOUT),
+                spec,
+                data: data.clone(),
+                expected_put,
+                spare: None,
+            });
+        }
+    }
+    measure_loads(loads, spec.duration, spec.max_calls, progress, stop).await
+}
+
+/// One task of a measurement: makes its calls one after the other.
+pub trait Load: Send + 'static {
+    /// Makes call number `seq` of this task (0, 1, ...), verified; returns
+    /// the payload bytes it moved, or what went wrong.
+    fn call(&mut self, seq: u64) -> impl std::future::Future<Output = Result<u64, String>> + Send;
+}
+
+/// One RDMATEST task of `rpcrdma bench`.
+struct RdmatestLoad {
+    client: RdmatestClient<Arc<AnyChannel>>,
+    spec: Spec,
+    data: Bytes,
+    expected_put: PutResult,
+    /// GET: the result buffer of the previous call, reused when nothing
+    /// else holds it any more (saves a large allocation and its page
+    /// faults per call).
+    spare: Option<BytesMut>,
+}
+
+impl Load for RdmatestLoad {
+    async fn call(&mut self, seq: u64) -> Result<u64, String> {
+        // A different GET seed per call, so stale data in a reused buffer
+        // can never pass verification.
+        one_call(
+            &self.client,
+            self.spec,
+            &self.data,
+            self.expected_put,
+            seq as u32,
+            &mut self.spare,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// Runs every load as its own task (each issuing its next call when the
+/// previous one completed) for `duration` or until `max_calls` calls in
+/// all were issued or `stop` is set, and measures. `progress`, if given,
+/// is advanced and finished.
+pub async fn measure_loads<L: Load>(
+    loads: Vec<L>,
+    duration: Duration,
+    max_calls: Option<u64>,
+    progress: Option<indicatif::ProgressBar>,
+    stop: Arc<AtomicBool>,
+) -> Outcome {
     let calls = Arc::new(AtomicU64::new(0));
-    // Calls started, against `spec.max_calls`.
+    // Calls started, against `max_calls`.
     let issued = Arc::new(AtomicU64::new(0));
     // The slowest successful call so far, microseconds (sets the grace).
     let slowest = Arc::new(AtomicU64::new(0));
@@ -398,63 +452,53 @@ pub async fn measure_until(
 
     let cpu_before = process_cpu_time();
     let start = Instant::now();
-    let deadline = start + spec.duration;
+    let deadline = start + duration;
     let mut tasks = Vec::new();
-    for ch in channels {
-        for _ in 0..spec.depth {
-            let client = RdmatestClient::new(ch.clone()).with_timeout(CALL_TIMEOUT);
-            let data = data.clone();
-            let calls = calls.clone();
-            let issued = issued.clone();
-            let stop = stop.clone();
-            let slowest = slowest.clone();
-            let mut give_up = give_up_rx.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut w = Worker::new();
-                while !stop.load(Relaxed) && Instant::now() < deadline {
-                    if spec
-                        .max_calls
-                        .is_some_and(|max| issued.fetch_add(1, Relaxed) >= max)
-                    {
-                        break;
-                    }
-                    let t0 = Instant::now();
-                    // A different GET seed per call, so stale data in a reused
-                    // buffer can never pass verification.
-                    let seed = w.calls as u32;
-                    let call = one_call(&client, spec, &data, expected_put, seed, &mut w.spare);
-                    let r = tokio::select! {
-                        r = call => Some(r),
-                        _ = give_up.wait_for(|g| *g) => None,
-                    };
-                    let Some(r) = r else {
-                        // No reply within the grace after the deadline.
-                        w.calls += 1;
-                        w.errors += 1;
-                        w.abandoned += 1;
-                        calls.fetch_add(1, Relaxed);
-                        break;
-                    };
-                    let us = t0.elapsed().as_micros() as u64;
-                    calls.fetch_add(1, Relaxed);
+    for mut load in loads {
+        let calls = calls.clone();
+        let issued = issued.clone();
+        let stop = stop.clone();
+        let slowest = slowest.clone();
+        let mut give_up = give_up_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut w = Worker::new();
+            while !stop.load(Relaxed) && Instant::now() < deadline {
+                if max_calls.is_some_and(|max| issued.fetch_add(1, Relaxed) >= max) {
+                    break;
+                }
+                let t0 = Instant::now();
+                let call = load.call(w.calls);
+                let r = tokio::select! {
+                    r = call => Some(r),
+                    _ = give_up.wait_for(|g| *g) => None,
+                };
+                let Some(r) = r else {
+                    // No reply within the grace after the deadline.
                     w.calls += 1;
-                    match r {
-                        Ok(bytes) => {
-                            w.bytes += bytes;
-                            w.latency.saturating_record(us.max(1));
-                            slowest.fetch_max(us, Relaxed);
-                        }
-                        Err(e) => {
-                            w.errors += 1;
-                            w.first_error.get_or_insert_with(|| e.to_string());
-                            // Do not spin on a dead connection.
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
+                    w.errors += 1;
+                    w.abandoned += 1;
+                    calls.fetch_add(1, Relaxed);
+                    break;
+                };
+                let us = t0.elapsed().as_micros() as u64;
+                calls.fetch_add(1, Relaxed);
+                w.calls += 1;
+                match r {
+                    Ok(bytes) => {
+                        w.bytes += bytes;
+                        w.latency.saturating_record(us.max(1));
+                        slowest.fetch_max(us, Relaxed);
+                    }
+                    Err(e) => {
+                        w.errors += 1;
+                        w.first_error.get_or_insert(e);
+                        // Do not spin on a dead connection.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                 }
-                w
-            }));
-        }
+            }
+            w
+        }));
     }
 
     let ticker = progress.map(|bar| {
@@ -467,12 +511,12 @@ pub async fn measure_until(
                 bar.set_position(elapsed.as_millis() as u64);
                 bar.set_message(format!(
                     "{:.1}/{:.1} s, {n} calls, {:.0} calls/s",
-                    elapsed.as_secs_f64().min(spec.duration.as_secs_f64()),
-                    spec.duration.as_secs_f64(),
+                    elapsed.as_secs_f64().min(duration.as_secs_f64()),
+                    duration.as_secs_f64(),
                     n as f64 / elapsed.as_secs_f64().max(1e-3)
                 ));
                 // Done at the deadline, or earlier when --calls ran out.
-                if elapsed >= spec.duration || stop.load(Relaxed) {
+                if elapsed >= duration || stop.load(Relaxed) {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -531,7 +575,7 @@ pub async fn measure_until(
     if let Some(g) = gave_up {
         // Rates over the measured window, not over the wait for replies
         // that never came.
-        elapsed = spec.duration;
+        elapsed = duration;
         if total.abandoned > 0 {
             total.first_error.get_or_insert_with(|| {
                 format!(
@@ -563,10 +607,6 @@ struct Worker {
     bytes: u64,
     first_error: Option<String>,
     latency: Histogram<u64>,
-    /// GET: the result buffer of the previous call, reused when nothing
-    /// else holds it any more (saves a large allocation and its page
-    /// faults per call).
-    spare: Option<BytesMut>,
 }
 
 impl Worker {
@@ -577,7 +617,6 @@ impl Worker {
             abandoned: 0,
             bytes: 0,
             first_error: None,
-            spare: None,
             latency: new_histogram(),
         }
     }
@@ -644,19 +683,75 @@ async fn one_call<C: Channel>(
     }
 }
 
-/// The `--json` object.
-pub fn to_json(o: &Outcome, spec: Spec, url: &Target, connections: usize) -> serde_json::Value {
-    let transport = match url {
+/// What a run was, for its summary and JSON object.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    /// "rdma" or "tcp".
+    pub transport: &'static str,
+    /// The URL as given.
+    pub url: String,
+    /// The procedure's name ("GET", "READ", ...).
+    pub proc_name: &'static str,
+    /// "GET 1 MiB", "READ 4 KiB random", ...
+    pub what: String,
+    /// Data size per call.
+    pub size: u32,
+    /// Calls in flight per connection.
+    pub depth: usize,
+    /// Connections.
+    pub connections: usize,
+}
+
+impl RunInfo {
+    /// The run of `rpcrdma bench`.
+    pub fn rdmatest(spec: Spec, url: &Target, connections: usize) -> Self {
+        RunInfo {
+            transport: transport_name(url),
+            url: url.to_string(),
+            proc_name: spec.procedure.name(),
+            what: describe(spec),
+            size: spec.size,
+            depth: spec.depth,
+            connections,
+        }
+    }
+}
+
+/// "rdma" or "tcp".
+pub fn transport_name(url: &Target) -> &'static str {
+    match url {
         Target::Rdma { .. } => "rdma",
         Target::Tcp { .. } => "tcp",
-    };
+    }
+}
+
+/// The progress bar of a measurement of `duration` (shown on a terminal).
+pub fn progress_bar(duration: Duration) -> Option<indicatif::ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(duration.as_millis() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar
+    })
+}
+
+/// The `--json` object of `rpcrdma bench`.
+pub fn to_json(o: &Outcome, spec: Spec, url: &Target, connections: usize) -> serde_json::Value {
+    run_json(o, &RunInfo::rdmatest(spec, url, connections))
+}
+
+/// The `--json` object of any measured run.
+pub fn run_json(o: &Outcome, run: &RunInfo) -> serde_json::Value {
     serde_json::json!({
-        "transport": transport,
-        "url": url.to_string(),
-        "proc": spec.procedure.name(),
-        "size": spec.size,
-        "depth": spec.depth,
-        "connections": connections,
+        "transport": run.transport,
+        "url": run.url,
+        "proc": run.proc_name,
+        "size": run.size,
+        "depth": run.depth,
+        "connections": run.connections,
         "seconds": o.elapsed.as_secs_f64(),
         "interrupted": o.interrupted,
         "ops": o.calls,
@@ -683,10 +778,21 @@ pub fn to_json(o: &Outcome, spec: Spec, url: &Target, connections: usize) -> ser
 }
 
 fn print_summary(o: &Outcome, spec: Spec, url: &Target, connections: usize) {
+    print_run_summary(
+        o,
+        &RunInfo::rdmatest(spec, url, connections),
+        "rpcrdma bench",
+    );
+}
+
+/// The human-readable summary of any measured run; `title` starts it.
+pub fn print_run_summary(o: &Outcome, run: &RunInfo, title: &str) {
     println!(
-        "rpcrdma bench: {} via {url}, {connections} connection(s) x depth {}, {:.1} s",
-        describe(spec),
-        spec.depth,
+        "{title}: {} via {}, {} connection(s) x depth {}, {:.1} s",
+        run.what,
+        run.url,
+        run.connections,
+        run.depth,
         o.elapsed.as_secs_f64()
     );
     println!(

@@ -108,8 +108,18 @@ pub struct ConnectOptions {
     pub device: Option<iwarp::Device>,
 }
 
-/// Connects to `target`.
+/// Connects to `target` with the RDMATEST Upper-Layer Binding.
 pub async fn connect(target: &Target, options: &ConnectOptions) -> anyhow::Result<AnyChannel> {
+    connect_with(target, options, Bindings::rdmatest()).await
+}
+
+/// Connects to `target`; over RPC-over-RDMA, `bindings` say which items
+/// of which programs travel in chunks (e.g. NFSv3 and MOUNT, RFC 8267).
+pub async fn connect_with(
+    target: &Target,
+    options: &ConnectOptions,
+    bindings: Bindings,
+) -> anyhow::Result<AnyChannel> {
     match target {
         Target::Tcp { addr } => {
             let defaults = ClientConfig::default();
@@ -134,7 +144,7 @@ pub async fn connect(target: &Target, options: &ConnectOptions) -> anyhow::Resul
                 connect_timeout: options.timeout,
                 ..options.rdma.clone()
             };
-            let client = RdmaClient::connect(dev, sockaddr, config, Bindings::rdmatest())
+            let client = RdmaClient::connect(dev, sockaddr, config, bindings)
                 .await
                 .with_context(|| format!("cannot connect to {target}"))?;
             Ok(AnyChannel::Rdma(client))

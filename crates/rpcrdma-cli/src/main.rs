@@ -18,6 +18,7 @@ mod call;
 mod channel;
 mod cpu;
 mod demo;
+mod listeners;
 mod rdma_opts;
 mod report;
 mod rpcbind;

@@ -30,6 +30,10 @@ pub const RPCBVERS4: u32 = 4;
 pub const RPCBPROC_SET: u32 = 1;
 /// RPCBPROC_UNSET: remove a mapping.
 pub const RPCBPROC_UNSET: u32 = 2;
+/// RPCBPROC_GETADDR: look up a mapping's universal address.
+pub const RPCBPROC_GETADDR: u32 = 3;
+/// The port rpcbind listens on (RFC 1833).
+pub const RPCBIND_PORT: u16 = 111;
 /// Where the local rpcbind listens.
 pub const LOCAL_RPCBIND: &str = "127.0.0.1:111";
 
@@ -85,6 +89,16 @@ pub fn universal_address(addr: SocketAddr) -> String {
     format!("{}.{}.{}", addr.ip(), port >> 8, port & 0xff)
 }
 
+/// The port of an RFC 5665 universal address (`h1.h2.h3.h4.p1.p2` or an
+/// IPv6 form with the same two port octets at the end).
+pub fn port_of_universal_address(uaddr: &str) -> Option<u16> {
+    let mut parts = uaddr.rsplitn(3, '.');
+    let lo: u8 = parts.next()?.parse().ok()?;
+    let hi: u8 = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some(u16::from(hi) << 8 | u16::from(lo))
+}
+
 /// A connection to an rpcbind server.
 #[derive(Debug)]
 pub struct Rpcbind {
@@ -118,6 +132,38 @@ impl Rpcbind {
     /// RPCBPROC_UNSET (all addresses of `m`'s program, version and netid).
     pub async fn unset(&self, m: &Mapping) -> anyhow::Result<bool> {
         self.call(RPCBPROC_UNSET, m).await
+    }
+
+    /// RPCBPROC_GETADDR: the universal address registered for `prog`,
+    /// `vers` and `netid`, or `None` when there is none (RFC 1833 §2.2.1:
+    /// an empty string).
+    pub async fn getaddr(
+        &self,
+        prog: u32,
+        vers: u32,
+        netid: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let mut b = Payload::builder();
+        b.u32(prog).u32(vers).string(netid).string("").string("");
+        let res = self
+            .channel
+            .call(Request::new(
+                RPCBPROG,
+                RPCBVERS4,
+                RPCBPROC_GETADDR,
+                b.finish(),
+            ))
+            .await
+            .with_context(|| format!("rpcbind GETADDR at {} failed", self.server))?;
+        let mut d = res.decoder();
+        let addr = d
+            .opaque(1024)
+            .and_then(|a| d.finish().map(|()| a))
+            .context("malformed rpcbind GETADDR reply")?;
+        if addr.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(String::from_utf8_lossy(&addr).into_owned()))
     }
 
     async fn call(&self, procedure: u32, m: &Mapping) -> anyhow::Result<bool> {

@@ -3,15 +3,15 @@
 //! `--listen` (RPC-over-RDMA on the software iWARP provider) and
 //! `--tcp-listen` (ONC RPC over TCP) each start one server per occurrence,
 //! all sharing one `Dispatcher`. To add a transport: add its option to
-//! [`ServeArgs`] in the `listeners` group, a `start_*` function returning a
-//! [`Running`], and a loop over the option in [`run`]. Readiness is
+//! [`ServeArgs`] in the `listeners` group, a `start_*` function in
+//! [`crate::listeners`] returning a `Running`, and a loop over the option in [`run`]. Readiness is
 //! announced on stdout in ONE line, flushed:
 //! `rpcrdma: listening on rdma 127.0.0.1:20049 and tcp 127.0.0.1:20050 (...)`.
 //!
 //! On SIGINT/SIGTERM every server stops accepting at once and lets its
 //! in-flight calls finish (RDMA: up to the transport's shutdown grace, 5 s),
 //! then closes its connections. Meanwhile the rpcbind mappings (if
-//! `--rpcbind`) are removed, within [`UNREGISTER_LIMIT`] in all, so a hung
+//! `--rpcbind`) are removed, within [`crate::rpcbind::UNREGISTER_LIMIT`] in all, so a hung
 //! rpcbind cannot hold the exit up. Then the process exits 0. A second
 //! signal during the wait exits at once with status 1.
 //!
@@ -19,19 +19,20 @@
 //! listeners of one netid (two `--listen` on IPv4, say), only the first is
 //! registered, and the ready line names the ones left out.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{ArgGroup, Args};
 use oncrpc::Dispatcher;
 use oncrpc_tcp::record::RecordLimits;
-use oncrpc_tcp::{ServerConfig, TcpServer};
+use oncrpc_tcp::ServerConfig;
 use rdmatest::RdmatestServer;
-use tokio::task::JoinHandle;
 
+use crate::listeners::{
+    announce, registered_note, shut_down, start_rdma, start_tcp, stop_all, Signals,
+};
 use crate::rdma_opts::RdmaArgs;
-use crate::rpcbind::{Mapping, Registered, LOCAL_RPCBIND, UNREGISTER_LIMIT};
+use crate::rpcbind::{Mapping, Registered, LOCAL_RPCBIND};
 use crate::size::{format_size, parse_size_nonzero, parse_size_u32};
 
 /// Arguments of `rpcrdma serve`. Each listener option names one transport;
@@ -125,12 +126,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let config = args.rdma.config()?;
         let device = args.rdma.device()?;
         for addr in &args.listen {
-            let server = start_rdma(addr, &device, &config, &dispatcher).await;
+            let server = start_rdma(
+                addr,
+                &device,
+                &config,
+                &dispatcher,
+                rpcrdma::Bindings::rdmatest(),
+            )
+            .await;
             running.push(server.inspect_err(|_| stop_all(&running))?);
         }
     }
     for addr in &args.tcp_listen {
-        let server = start_tcp(addr, &args, dispatcher.clone()).await;
+        let server = start_tcp(addr, "tcp", tcp_config(&args), dispatcher.clone()).await;
         running.push(server.inspect_err(|_| stop_all(&running))?);
     }
 
@@ -152,29 +160,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = running.iter().map(|s| s.name.as_str()).collect();
     let mut line = format!("rpcrdma: listening on {} ({about}", names.join(" and "));
     if let Some(r) = &registered {
-        let netids: Vec<&str> = r.mappings().iter().map(|m| m.netid.as_str()).collect();
-        line.push_str(&format!(
-            "; registered with rpcbind as {}",
-            netids.join(", ")
-        ));
-        if !r.skipped().is_empty() {
-            let first: Vec<String> = r
-                .mappings()
-                .iter()
-                .map(|m| format!("{} {}", m.netid, listener_of(&running, m)))
-                .collect();
-            let left_out: Vec<String> = r
-                .skipped()
-                .iter()
-                .map(|m| format!("{} {}", m.netid, listener_of(&running, m)))
-                .collect();
-            line.push_str(&format!(
-                " (first listener of each netid: {}); not registered: {} \
-                 (rpcbind holds one address per netid)",
-                first.join(", "),
-                left_out.join(", ")
-            ));
-        }
+        line.push_str(&registered_note(&running, r));
     }
     line.push(')');
     announce(&line)?;
@@ -182,80 +168,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let signal = stop.recv().await;
     eprintln!("rpcrdma: {signal}: shutting down");
     // Stop accepting at once; the servers drain their calls while the
-    // mappings are removed (bounded: a hung rpcbind must not delay the
-    // exit). A failure to unregister (e.g. rpcbind stopped before us) is
-    // reported but does not make the clean shutdown fail.
-    stop_all(&running);
-    if let Some(mut r) = registered {
-        if let Err(e) = r.unregister(UNREGISTER_LIMIT).await {
-            eprintln!(
-                "rpcrdma: warning: cannot unregister from rpcbind: {}",
-                crate::report::error_chain(&e)
-            );
-        }
-    }
-    let drain = async {
-        let mut result = Ok(());
-        for server in running {
-            let outcome = server
-                .task
-                .await
-                .with_context(|| format!("server {} panicked", server.name))
-                .and_then(|r| r.with_context(|| format!("server {} failed", server.name)));
-            if let Err(e) = outcome {
-                result = result.and(Err(e));
-            }
-        }
-        result
-    };
-    // A second signal while calls drain: exit now (status 1), dropping them.
-    tokio::select! {
-        result = drain => result,
-        second = stop.recv() => {
-            anyhow::bail!("{second} again during shutdown: exiting without waiting for calls in progress")
-        }
-    }
+    // mappings are removed. A failure to unregister (e.g. rpcbind stopped
+    // before us) is reported but does not make the clean shutdown fail.
+    shut_down(running, registered, &mut stop).await
 }
 
-/// The bound address of the listener `m` was made for (its universal
-/// address if none matches, which cannot happen).
-fn listener_of(running: &[Running], m: &Mapping) -> String {
-    running
-        .iter()
-        .find(|s| crate::rpcbind::universal_address(s.addr) == m.uaddr)
-        .map(|s| s.addr.to_string())
-        .unwrap_or_else(|| m.uaddr.clone())
-}
-
-/// Asks every server to stop.
-fn stop_all(running: &[Running]) {
-    for server in running {
-        (server.stop)();
-    }
-}
-
-/// A started server of some transport.
-struct Running {
-    /// "tcp 127.0.0.1:20049" and the like: transport and bound address.
-    name: String,
-    /// "tcp" or "rdma" (the rpcbind netid, without the IPv6 `6`).
-    transport: &'static str,
-    /// The bound address.
-    addr: std::net::SocketAddr,
-    /// Asks the server to stop gracefully.
-    stop: Box<dyn Fn() + Send + Sync>,
-    /// Completes when the server has stopped.
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-/// Binds an ONC RPC over TCP server on `addr`.
-async fn start_tcp(
-    addr: &str,
-    args: &ServeArgs,
-    dispatcher: Arc<Dispatcher>,
-) -> anyhow::Result<Running> {
+/// The TCP server configuration of `--max-record`, `--max-fragment` and
+/// `--max-calls-per-connection`.
+fn tcp_config(args: &ServeArgs) -> ServerConfig {
     let defaults = ServerConfig::default();
-    let config = ServerConfig {
+    ServerConfig {
         limits: RecordLimits {
             max_record_size: args.max_record,
             ..RecordLimits::default()
@@ -263,115 +185,5 @@ async fn start_tcp(
         max_fragment_size: args.max_fragment.unwrap_or(defaults.max_fragment_size),
         max_calls_per_connection: args.max_calls_per_connection,
         ..defaults
-    };
-    let server = TcpServer::bind(addr, dispatcher, config)
-        .await
-        .with_context(|| format!("cannot listen on tcp {addr}"))?;
-    let local = server.local_addr()?;
-    let handle = server.shutdown_handle();
-    Ok(Running {
-        name: format!("tcp {local}"),
-        transport: "tcp",
-        addr: local,
-        stop: Box::new(move || handle.shutdown()),
-        task: tokio::spawn(async move { Ok(server.run().await?) }),
-    })
-}
-
-/// Binds an RPC-over-RDMA server on `addr` with the software iWARP device.
-async fn start_rdma(
-    addr: &str,
-    device: &iwarp::Device,
-    config: &rpcrdma::RdmaConfig,
-    dispatcher: &Arc<Dispatcher>,
-) -> anyhow::Result<Running> {
-    let sockaddr = crate::channel::resolve(addr)
-        .await
-        .with_context(|| format!("cannot listen on rdma {addr}"))?;
-    let server = rpcrdma::RdmaServer::bind(
-        device.clone(),
-        sockaddr,
-        Dispatcher::clone(dispatcher),
-        config.clone(),
-        rpcrdma::Bindings::rdmatest(),
-    )
-    .await
-    .with_context(|| format!("cannot listen on rdma {addr}"))?;
-    let local = server.local_addr();
-    // `stop` starts the graceful shutdown (stop accepting, drain in-flight
-    // calls, close); the task completes when it is done.
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let tx = std::sync::Mutex::new(Some(tx));
-    let device = device.clone();
-    let task = tokio::spawn(async move {
-        let _ = rx.await;
-        server.shutdown().await;
-        let stats = server.stats();
-        tracing::info!(
-            dispatched = stats.dispatched.load(std::sync::atomic::Ordering::Relaxed),
-            "rdma server stopped"
-        );
-        device
-            .flush_capture()
-            .context("cannot write the capture file")?;
-        Ok(())
-    });
-    Ok(Running {
-        name: format!("rdma {local}"),
-        transport: "rdma",
-        addr: local,
-        stop: Box::new(move || {
-            if let Some(tx) = tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let _ = tx.send(());
-            }
-        }),
-        task,
-    })
-}
-
-/// Prints a line on stdout and flushes it at once (scripts wait for it).
-fn announce(line: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")?;
-    out.flush()?;
-    Ok(())
-}
-
-/// SIGINT and SIGTERM, registered at creation.
-struct Signals {
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            Ok(Signals {
-                interrupt: signal(SignalKind::interrupt())?,
-                terminate: signal(SignalKind::terminate())?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Signals {})
-    }
-
-    /// Waits for the next signal; returns its name.
-    async fn recv(&mut self) -> &'static str {
-        #[cfg(unix)]
-        {
-            tokio::select! {
-                _ = self.interrupt.recv() => "SIGINT",
-                _ = self.terminate.recv() => "SIGTERM",
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "interrupt"
-        }
     }
 }

@@ -5,6 +5,7 @@
 //! (as TCP delivers them).
 
 mod fake;
+mod rdma;
 
 use bytes::{Bytes, BytesMut};
 use oncrpc::testing::{LocalChannel, LocalMode};

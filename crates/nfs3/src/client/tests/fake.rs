@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use oncrpc::{Call, Credential, Payload, ProcError, Service};
+use xdr::XdrEncode;
 
 use crate::args::*;
 use crate::codec::PayloadEncode;
@@ -55,6 +56,28 @@ fn id(fh: &NfsFh3) -> Option<u64> {
 
 fn pfail<T>(s: Nfsstat3) -> NfsResult<T, PostOpAttrFail> {
     NfsResult::Fail(s, PostOpAttrFail::default())
+}
+
+/// The leading `entries` whose linked-list encoding keeps a `resok` of
+/// `base` bytes within `count` (RFC 1813 §3.3.16: `count` bounds the
+/// whole `READDIR3resok`), and whether some were cut; `None` if not even
+/// one fits.
+fn fit<T: XdrEncode>(base: usize, entries: Vec<T>, count: u32) -> Option<(Vec<T>, bool)> {
+    let n = entries.len();
+    let mut size = base;
+    let mut out = Vec::new();
+    for e in entries {
+        size += 4 + e.encoded_len();
+        if size > count as usize {
+            break;
+        }
+        out.push(e);
+    }
+    if out.is_empty() && n > 0 {
+        return None;
+    }
+    let cut = out.len() < n;
+    Some((out, cut))
 }
 
 pub fn new_state() -> Shared {
@@ -298,43 +321,65 @@ impl State {
                 })
             } else {
                 match self.listing(&a.dir, a.cookie) {
-                    Ok((items, eof)) => Good(Readdir3ResOk {
-                        dir_attributes: None,
-                        cookieverf: Cookieverf3([1; 8]),
-                        reply: Dirlist3 {
-                            entries: items
-                                .into_iter()
-                                .map(|(fileid, name, cookie)| Entry3 {
-                                    fileid,
-                                    name: Filename3(name),
-                                    cookie,
-                                })
-                                .collect(),
-                            eof,
-                        },
-                    }),
+                    Ok((items, eof)) => {
+                        let entries = items
+                            .into_iter()
+                            .map(|(fileid, name, cookie)| Entry3 {
+                                fileid,
+                                name: Filename3(name),
+                                cookie,
+                            })
+                            .collect();
+                        let mut ok = Readdir3ResOk {
+                            dir_attributes: None,
+                            cookieverf: Cookieverf3([1; 8]),
+                            reply: Dirlist3 {
+                                entries: Vec::new(),
+                                eof,
+                            },
+                        };
+                        match fit(ok.encoded_len(), entries, a.count) {
+                            Some((entries, cut)) => {
+                                ok.reply.entries = entries;
+                                ok.reply.eof &= !cut;
+                                Good(ok)
+                            }
+                            None => pfail(Nfsstat3::Toosmall),
+                        }
+                    }
                     Err(s) => pfail(s),
                 }
             }),
             Nfs3Args::Readdirplus(a) => {
                 Nfs3Res::Readdirplus(match self.listing(&a.dir, a.cookie) {
-                    Ok((items, eof)) => Good(Readdirplus3ResOk {
-                        dir_attributes: None,
-                        cookieverf: Cookieverf3([2; 8]),
-                        reply: Dirlistplus3 {
-                            entries: items
-                                .into_iter()
-                                .map(|(fileid, name, cookie)| Entryplus3 {
-                                    fileid,
-                                    name: Filename3(name),
-                                    cookie,
-                                    name_attributes: self.attr(fileid),
-                                    name_handle: Some(fh(fileid)),
-                                })
-                                .collect(),
-                            eof,
-                        },
-                    }),
+                    Ok((items, eof)) => {
+                        let entries = items
+                            .into_iter()
+                            .map(|(fileid, name, cookie)| Entryplus3 {
+                                fileid,
+                                name: Filename3(name),
+                                cookie,
+                                name_attributes: self.attr(fileid),
+                                name_handle: Some(fh(fileid)),
+                            })
+                            .collect();
+                        let mut ok = Readdirplus3ResOk {
+                            dir_attributes: None,
+                            cookieverf: Cookieverf3([2; 8]),
+                            reply: Dirlistplus3 {
+                                entries: Vec::new(),
+                                eof,
+                            },
+                        };
+                        match fit(ok.encoded_len(), entries, a.maxcount) {
+                            Some((entries, cut)) => {
+                                ok.reply.entries = entries;
+                                ok.reply.eof &= !cut;
+                                Good(ok)
+                            }
+                            None => pfail(Nfsstat3::Toosmall),
+                        }
+                    }
                     Err(s) => pfail(s),
                 })
             }

@@ -19,6 +19,8 @@ mod channel;
 mod cpu;
 mod demo;
 mod listeners;
+mod nfs;
+mod nfsd;
 mod rdma_opts;
 mod report;
 mod rpcbind;
@@ -63,6 +65,12 @@ enum Command {
     /// Run a server and a client in this process and show every
     /// RPC-over-RDMA message kind, then a short RDMA vs TCP comparison.
     Demo(demo::DemoArgs),
+    /// Serve a directory as NFS version 3 over RPC-over-RDMA and TCP until
+    /// SIGINT or SIGTERM.
+    Nfsd(nfsd::NfsdArgs),
+    /// Use an NFS version 3 export: ls, stat, cat, get, put, mkdir, rm,
+    /// rmdir, mv, ln -s, readlink, df, bench.
+    Nfs(nfs::NfsArgs),
 }
 
 /// `--log`: must be a valid `EnvFilter`.
@@ -126,6 +134,8 @@ fn main() -> ExitCode {
             Command::Call(args) => call::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Nfsd(args) => nfsd::run(args).await,
+            Command::Nfs(args) => nfs::run(args).await,
         }
     });
     match result {

@@ -421,7 +421,7 @@ xdr_struct! {
         pub maxfilesize: u64,
         /// `time_delta`.
         pub time_delta: Nfstime3,
-        /// `properties`: bits of [`fsf`](crate::types::fsf).
+        /// `properties`: bits of [`fsf`].
         pub properties: u32,
     }
 }

@@ -214,8 +214,8 @@ impl<C: Channel> Nfs3Client<C> {
             .await
     }
 
-    /// READ up to `count` bytes at `offset` into `buf` (its capacity must
-    /// be at least `count`, at most [`MAX_IO_SIZE`] is asked for). On
+    /// READ up to `count` bytes at `offset` into `buf` (`count` is clamped
+    /// to `buf`'s capacity and to [`MAX_IO_SIZE`]). On
     /// RPC-over-RDMA the server writes the data straight into `buf`; the
     /// returned `data` is then a frozen slice of it, never a copy. On a
     /// byte-stream transport `data` is a slice of the received message.

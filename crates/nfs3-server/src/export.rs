@@ -154,6 +154,7 @@ pub struct Export {
     opts: ExportOptions,
     root: Arc<OwnedFd>,
     root_id: FileId,
+    dev: (u32, u32),
     export_id: u64,
     verifier: [u8; 8],
     server_is_root: bool,
@@ -194,6 +195,7 @@ impl Export {
             opts,
             root: Arc::new(root),
             root_id,
+            dev: (st.stx_dev_major, st.stx_dev_minor),
             export_id,
             verifier: new_write_verifier(),
             server_is_root: rustix::process::geteuid().is_root(),
@@ -454,6 +456,15 @@ impl Export {
             Mode::empty(),
         )?;
         let st = stat_fd(p.as_fd())?;
+        if (st.stx_dev_major, st.stx_dev_minor) != self.dev {
+            // Another file system mounted inside the export: not crossed
+            // (its inode numbers would clash with the export's fileids).
+            tracing::warn!(
+                ino = st.stx_ino,
+                "mount point inside the export not crossed"
+            );
+            return Err(NfsErr::Acces);
+        }
         let id = file_id(&st);
         let cached = lock(&self.fds).get(&id);
         if let Some(fd) = cached {

@@ -36,6 +36,20 @@
 //!   lead back to the root. Names that are empty or hold `/` or NUL are
 //!   NFS3ERR_ACCES; `.`/`..` as an entry to create are NFS3ERR_EXIST, to
 //!   remove or rename NFS3ERR_INVAL (RMDIR `..`: NFS3ERR_NOTEMPTY).
+//!   Another file system mounted inside the export is not crossed
+//!   (NFS3ERR_ACCES), so one fsid and unique fileids hold.
+//!
+//! ## Known limits
+//!
+//! * An object that a local user moves out of the export stays reachable
+//!   through a handle while its descriptor is cached (like Linux knfsd
+//!   with `no_subtree_check`); after eviction or a restart it is STALE.
+//! * On a file system without birth times (`statx` `STX_BTIME`), a reused
+//!   inode number is not told apart from the object that had it.
+//! * Names longer than 255 bytes and paths longer than 4096 bytes are
+//!   GARBAGE_ARGS (the `nfs3` codec's limits), not NFS3ERR_NAMETOOLONG.
+//! * ACLs are not consulted; `max_io` is at most 1 MiB (the `nfs3` codec's
+//!   READ/WRITE data limit).
 //! * **Credentials** ([`cred`], [`setattr`]): the AUTH_SYS uid, gid and
 //!   gids, after root/all squashing (AUTH_NONE is anonymous), decide every
 //!   check the way the kernel's mode-bit check would (ACLs are not

@@ -297,6 +297,28 @@ async fn mkdir_symlink_mknod_readlink() {
     assert_eq!(ok(m).obj_attributes.unwrap().ftype, Ftype3::Sock);
     // Devices: only for root.
     chmod(&fx.root, 0o777);
+    // A symlink made by a user belongs to that user (the link itself).
+    let a = Symlink3Args {
+        where_: Diropargs3 {
+            dir: r.clone(),
+            name: name("alices-link"),
+        },
+        symlink: Symlinkdata3 {
+            symlink_attributes: Sattr3::default(),
+            symlink_data: Nfspath3::from("/etc/passwd"),
+        },
+    };
+    let Nfs3Res::Symlink(s) = fx.call(&sys(1000, 1001, &[]), Nfs3Args::Symlink(a)).await else {
+        panic!()
+    };
+    ok(s);
+    let lm = std::fs::symlink_metadata(fx.path("alices-link")).unwrap();
+    assert_eq!((lm.uid(), lm.gid()), (1000, 1001));
+    assert_eq!(
+        std::fs::metadata("/etc/passwd").unwrap().uid(),
+        0,
+        "the target is untouched"
+    );
     let chr = Mknod3Args {
         where_: Diropargs3 {
             dir: r.clone(),
@@ -754,6 +776,19 @@ async fn garbage_arguments_and_unknown_procedures() {
         matches!(e, Err(oncrpc::RpcError::ProgMismatch { low: 3, high: 3 })),
         "{e:?}"
     );
+}
+
+#[tokio::test]
+async fn sync_all_syncs_what_is_open() {
+    let fx = Fx::new();
+    std::fs::write(fx.path("f"), b"").unwrap();
+    let f = fx.walk("f").await;
+    ok(fx
+        .write(&root(), &f, 0, b"unstable", StableHow::Unstable)
+        .await);
+    assert!(fx.export.cached_fds() >= 1);
+    fx.export.sync_all().unwrap();
+    assert_eq!(std::fs::read(fx.path("f")).unwrap(), b"unstable");
 }
 
 #[tokio::test]

@@ -87,3 +87,55 @@ async fn handles_outlive_a_restart_and_the_verifier_changes() {
         b"deep data"
     );
 }
+
+#[tokio::test]
+async fn readdir_cookies_continue_across_a_restart() {
+    use nfs3::args::Readdir3Args;
+    use nfs3::procs::{Nfs3Args, Nfs3Res};
+    let mut fx = Fx::new();
+    std::fs::create_dir(fx.path("d")).unwrap();
+    for i in 0..500 {
+        std::fs::write(fx.path(&format!("d/n{i:03}")), b"").unwrap();
+    }
+    let d = fx.walk("d").await;
+    async fn page(fx: &Fx, d: &NfsFh3, cookie: u64, verf: Cookieverf3) -> nfs3::res::Readdir3ResOk {
+        let a = Readdir3Args {
+            dir: d.clone(),
+            cookie,
+            cookieverf: verf,
+            count: 2048,
+        };
+        let Nfs3Res::Readdir(r) = fx.call(&root(), Nfs3Args::Readdir(a)).await else {
+            panic!()
+        };
+        r.into_result().unwrap()
+    }
+    let first = page(&fx, &d, 0, Cookieverf3::default()).await;
+    assert!(!first.reply.eof);
+    let mut names: Vec<Vec<u8>> = first
+        .reply
+        .entries
+        .iter()
+        .map(|e| e.name.as_bytes().to_vec())
+        .collect();
+    let mut cookie = first.reply.entries.last().unwrap().cookie;
+    let mut verf = first.cookieverf;
+    fx.restart(ExportOptions {
+        root_squash: false,
+        ..Default::default()
+    });
+    loop {
+        let p = page(&fx, &d, cookie, verf).await;
+        assert_eq!(p.cookieverf, verf, "the cookie verifier survives a restart");
+        names.extend(p.reply.entries.iter().map(|e| e.name.as_bytes().to_vec()));
+        if p.reply.eof {
+            break;
+        }
+        cookie = p.reply.entries.last().unwrap().cookie;
+        verf = p.cookieverf;
+    }
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!((n, names.len()), (502, 502));
+}

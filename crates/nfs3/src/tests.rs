@@ -421,3 +421,34 @@ fn decoders_leave_position_right_after_the_value() {
     assert_eq!(d.decode::<Readdirplus3Args>().unwrap(), a);
     assert_eq!(d.remaining(), 4);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// RFC 8166 §6.2: no result of a procedure with a fixed-size estimate
+    /// is larger than the Nfs3Binding estimate (DDP-eligible data
+    /// excluded), whatever the arguments.
+    #[test]
+    fn results_never_exceed_the_binding_estimate(r in nfs3_res(), a in nfs3_args()) {
+        use rpcrdma_proto::binding::{ArgsView, UpperLayerBinding};
+        let p = r.procedure();
+        prop_assume!(p != proc3::READDIR && p != proc3::READDIRPLUS);
+        // READ needs its own arguments for the count; take any READ args.
+        let args = match (&r, a) {
+            (Nfs3Res::Read(_), Nfs3Args::Read(a)) => Nfs3Args::Read(a),
+            (Nfs3Res::Read(_), _) => return Ok(()),
+            (_, a) => a,
+        };
+        let head = xdr::encode_to_bytes(&args).unwrap();
+        let est = crate::binding::Nfs3Binding
+            .reply_estimate(p, ArgsView { head: &head, len: head.len() as u64 })
+            .unwrap();
+        let pl = r.to_payload();
+        prop_assert!(pl.inline_len() as u64 <= est.max_reduced_results,
+            "{}: {} > {}", r.name(), pl.inline_len(), est.max_reduced_results);
+        prop_assert!(pl.ddp_count() <= est.ddp_results.len());
+        if let Nfs3Res::Readlink(NfsResult::Ok(ok)) = &r {
+            prop_assert!(ok.data.0.len() as u32 <= est.ddp_results[0]);
+        }
+    }
+}

@@ -1,18 +1,20 @@
 //! The RPC-over-RDMA Upper-Layer Bindings of NFS version 3 and MOUNT
-//! version 3 (RFC 8267 §3 and §4, on RFC 8166 §6).
+//! version 3 (RFC 8267 §3, on RFC 8166 §6).
 //!
 //! * [`Nfs3Binding`] (program 100003, version 3): DDP-eligible are exactly
 //!   the WRITE `data` argument, the SYMLINK `symlink_data` argument, the
-//!   READ `data` result and the READLINK `data` result (RFC 8267 §3.1).
+//!   READ `data` result and the READLINK `data` result (RFC 8267 §3).
 //!   Its [`ReplyLayout`] finds the READ and READLINK results in a reduced
 //!   reply.
-//! * [`MountBinding`] (program 100005, version 3): nothing is DDP-eligible
-//!   (RFC 8267 §4); the binding only estimates reply sizes.
+//! * [`MountBinding`] (program 100005, version 3): RFC 8267 gives MOUNT
+//!   no RDMA binding (deployments carry it over TCP); this one declares
+//!   nothing DDP-eligible, so MOUNT can also run over RPC-over-RDMA, and
+//!   only estimates reply sizes.
 //!
-//! NFSACL (program 100227) has nothing DDP-eligible either and needs no
-//! binding.
+//! NFSACL (program 100227) has nothing DDP-eligible (RFC 8267) and needs
+//! no binding.
 //!
-//! # Reply size estimates (RFC 8166 §6.2, RFC 8267 §3.1)
+//! # Reply size estimates (RFC 8166 §6.2; RFC 8267, reply size estimation)
 //!
 //! A requester offers a Reply chunk only when the largest reply may exceed
 //! the reply inline threshold, so the estimates are the exact largest
@@ -233,8 +235,8 @@ impl ReplyLayout for Nfs3Binding {
     }
 }
 
-/// The MOUNT version 3 Upper-Layer Binding (RFC 8267 §4): nothing is
-/// DDP-eligible; replies are estimated so that MNT, UMNT and UMNTALL stay
+/// A MOUNT version 3 Upper-Layer Binding (RFC 8267 defines none): nothing
+/// is DDP-eligible; replies are estimated so that MNT, UMNT and UMNTALL stay
 /// inline and DUMP and EXPORT get a Reply chunk of
 /// [`MAX_MOUNT_LIST_REPLY`] bytes.
 #[derive(Clone, Copy, Debug, Default)]

@@ -10,7 +10,8 @@
 //! | `mountlist`, `exports` | linked lists | [`MAX_MOUNT_ENTRIES`] entries |
 //! | `groups` of one export | linked list | [`MAX_GROUPS`] names |
 //!
-//! Nothing in MOUNT is DDP-eligible (RFC 8267 §4).
+//! Nothing in MOUNT is DDP-eligible (RFC 8267 gives MOUNT no RDMA
+//! binding; see [`MountBinding`](crate::binding::MountBinding)).
 
 use oncrpc::PayloadBuilder;
 use xdr::{Encoder, XdrDecode, XdrEncode, XdrRead};

@@ -14,7 +14,7 @@ pub const NFS_PROGRAM: u32 = 100_003;
 /// NFS version 3.
 pub const NFS_V3: u32 = 3;
 /// NFSACL program number (no binding: nothing in it is DDP-eligible,
-/// RFC 8267 §4).
+/// RFC 8267).
 pub const NFSACL_PROGRAM: u32 = 100_227;
 
 /// Procedure numbers (RFC 1813 §3.3).

@@ -20,6 +20,11 @@ use crate::status::{NfsErr, NfsResult};
 
 /// Open descriptors kept (regular files and directories), LRU.
 pub const FD_CACHE_SIZE: usize = 256;
+/// How long a cached descriptor is trusted to still be inside the export
+/// before it is checked again (a directory's `..` chain, anything else's
+/// location from the root): an object moved out of the export by a local
+/// user stays reachable through its handle for at most this long.
+pub const RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Handles remembered as naming nothing (after a walk did not find them).
 pub const NEGATIVE_CACHE_SIZE: usize = 4096;
 /// How long a negative result is trusted.
@@ -158,7 +163,8 @@ pub struct Export {
     export_id: u64,
     verifier: [u8; 8],
     server_is_root: bool,
-    fds: Mutex<Lru<FileId, Arc<OwnedFd>>>,
+    /// Open descriptors, with when each was last found inside the export.
+    fds: Mutex<Lru<FileId, (Arc<OwnedFd>, Instant)>>,
     locs: Mutex<Locations>,
     negative: Mutex<Lru<FileId, Instant>>,
     walk: Mutex<WalkState>,
@@ -263,7 +269,7 @@ impl Export {
     pub fn sync_all(&self) -> std::io::Result<()> {
         let fds = lock(&self.fds).values();
         let mut first_err = None;
-        for fd in fds {
+        for (fd, _) in fds {
             if let Err(e) = rfs::fsync(fd.as_fd()) {
                 first_err.get_or_insert(e);
             }
@@ -304,9 +310,19 @@ impl Export {
             return self.root();
         }
         let cached = lock(&self.fds).get(&id);
-        if let Some(fd) = cached {
+        if let Some((fd, checked)) = cached {
             match stat_fd(fd.as_fd()) {
-                Ok(st) if file_id(&st) == id && st.stx_nlink > 0 => return Ok(Obj { id, fd, st }),
+                Ok(st) if file_id(&st) == id && st.stx_nlink > 0 => {
+                    let obj = Obj { id, fd, st };
+                    if checked.elapsed() < RECHECK_INTERVAL || self.still_inside(&obj) {
+                        return Ok(obj);
+                    }
+                    tracing::warn!(
+                        ino = id.ino,
+                        "object no longer inside the export; its handle is stale"
+                    );
+                    lock(&self.fds).remove(&id);
+                }
                 _ => {
                     lock(&self.fds).remove(&id);
                 }
@@ -320,6 +336,44 @@ impl Export {
             return Ok(o);
         }
         self.walk_and_find(id)
+    }
+
+    /// Whether a cached object is still inside the export (a local user may
+    /// have moved it out): a directory's `..` chain must reach the root;
+    /// anything else must still be found from the root by its location.
+    /// On success the descriptor counts as checked now.
+    fn still_inside(&self, o: &Obj) -> bool {
+        let inside = if o.is_dir() {
+            self.dir_inside(o.fd.as_fd()).unwrap_or(false)
+        } else {
+            self.find_by_location(o.id).is_some()
+        };
+        if inside {
+            lock(&self.fds).insert(o.id, (o.fd.clone(), Instant::now()));
+        }
+        inside
+    }
+
+    /// Whether the chain of `..` from directory `fd` reaches the root.
+    fn dir_inside(&self, fd: BorrowedFd<'_>) -> rustix::io::Result<bool> {
+        let st = stat_fd(fd)?;
+        if file_id(&st) == self.root_id {
+            return Ok(true);
+        }
+        let mut cur = open_dir_at(fd, b"..")?;
+        let mut below = st.stx_ino;
+        for _ in 0..MAX_DEPTH {
+            let st = stat_fd(cur.as_fd())?;
+            if file_id(&st) == self.root_id {
+                return Ok(true);
+            }
+            if st.stx_ino == below {
+                return Ok(false); // "/" is its own parent
+            }
+            below = st.stx_ino;
+            cur = open_dir_at(cur.as_fd(), b"..")?;
+        }
+        Ok(false)
     }
 
     /// Follow the location map from the root to `id`.
@@ -467,7 +521,8 @@ impl Export {
         }
         let id = file_id(&st);
         let cached = lock(&self.fds).get(&id);
-        if let Some(fd) = cached {
+        if let Some((fd, _)) = cached {
+            // Reached by name from a directory of the export: inside.
             if let Ok(st) = stat_fd(fd.as_fd()) {
                 if file_id(&st) == id && st.stx_nlink > 0 {
                     return Ok(Obj { id, fd, st });
@@ -518,7 +573,7 @@ impl Export {
         }
         self.counters.fd_opens.fetch_add(1, Ordering::Relaxed);
         let fd = Arc::new(fd);
-        lock(&self.fds).insert(id, fd.clone());
+        lock(&self.fds).insert(id, (fd.clone(), Instant::now()));
         Ok(Obj { id, fd, st })
     }
 
@@ -535,21 +590,7 @@ impl Export {
         if pid == self.root_id {
             return self.root();
         }
-        // Check that the chain of `..` reaches the root.
-        let mut cur = open_dir_at(pfd.as_fd(), b"..")?;
-        let mut inside = false;
-        for _ in 0..MAX_DEPTH {
-            let st = stat_fd(cur.as_fd())?;
-            if file_id(&st) == self.root_id {
-                inside = true;
-                break;
-            }
-            let up = open_dir_at(cur.as_fd(), b"..")?;
-            if stat_fd(up.as_fd())?.stx_ino == st.stx_ino {
-                break; // reached "/"
-            }
-            cur = up;
-        }
+        let inside = self.dir_inside(pfd.as_fd())?;
         if !inside {
             tracing::warn!(
                 ino = dir.id.ino,
@@ -558,7 +599,7 @@ impl Export {
             return Err(NfsErr::Acces);
         }
         let fd = Arc::new(pfd);
-        lock(&self.fds).insert(pid, fd.clone());
+        lock(&self.fds).insert(pid, (fd.clone(), Instant::now()));
         Ok(Obj {
             id: pid,
             fd,

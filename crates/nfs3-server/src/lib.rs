@@ -42,8 +42,10 @@
 //! ## Known limits
 //!
 //! * An object that a local user moves out of the export stays reachable
-//!   through a handle while its descriptor is cached (like Linux knfsd
-//!   with `no_subtree_check`); after eviction or a restart it is STALE.
+//!   through a handle whose descriptor is cached for at most
+//!   [`export::RECHECK_INTERVAL`] (1 s): then the cached descriptor is
+//!   checked again (a directory's `..` chain must reach the root, anything
+//!   else must be found from the root by name) and the handle is STALE.
 //! * On a file system without birth times (`statx` `STX_BTIME`), a reused
 //!   inode number is not told apart from the object that had it.
 //! * Names longer than 255 bytes and paths longer than 4096 bytes are

@@ -14,11 +14,13 @@ use crate::{ops, readdir};
 
 /// Where a procedure's file-system calls run (they may block).
 ///
-/// Measured (`tests/io_path.rs`, dev profile, a loaded 2-core machine):
-/// GETATTR one at a time through the dispatcher took 75–79 µs with
-/// [`Pool`](Self::Pool) and 13–22 µs with [`InPlace`](Self::InPlace);
-/// 1 MiB READs and WRITEs 8 in flight ran at the same rate within the
-/// noise (430–670 MiB/s READ, 540–1010 MiB/s WRITE). `Pool` is the
+/// Measured (`cargo test --release -p nfs3-server --test io_path --
+/// --nocapture`, in-process channel, a 2-core machine at load average
+/// 7–10): GETATTR one at a time through the dispatcher took 23–25 µs with
+/// [`Pool`](Self::Pool) and 4–5 µs with [`InPlace`](Self::InPlace) (under
+/// 1 µs of it is the procedure); 64 × 1 MiB READs and UNSTABLE WRITEs, 8
+/// in flight, ran at 0.8–1.9 GiB/s and 0.7–1.3 GiB/s with either, within
+/// the noise. `Pool` is the
 /// default because `InPlace` blocks the task that polls the call: the TCP
 /// server gives every call a task of its own, but the RPC-over-RDMA server
 /// polls calls first in its completion loop, which `InPlace` would hold for

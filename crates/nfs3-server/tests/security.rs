@@ -246,7 +246,35 @@ async fn a_directory_swapped_for_a_symlink_is_not_followed() {
     if let NfsResult::Ok(rd) = fx.read(&root(), &inner, 0, 100).await {
         no_secret(&rd.data);
     }
+    // Once the cached descriptors are checked again, the moved-out
+    // objects are STALE.
+    std::thread::sleep(
+        nfs3_server::export::RECHECK_INTERVAL + std::time::Duration::from_millis(100),
+    );
+    assert_eq!(st(&fx.lookup(&root(), &d, "secret").await), Nfsstat3::Stale);
+    assert_eq!(st(&fx.read(&root(), &inner, 0, 100).await), Nfsstat3::Stale);
     outside_untouched(&fx);
+}
+
+#[tokio::test]
+async fn a_file_moved_out_of_the_export_becomes_stale() {
+    let fx = Fx::new();
+    std::fs::create_dir(fx.path("d")).unwrap();
+    std::fs::write(fx.path("d/f"), b"was inside").unwrap();
+    std::fs::write(fx.path("g"), b"moves within").unwrap();
+    let f = fx.walk("d/f").await;
+    let g = fx.walk("g").await;
+    assert!(fx.read(&root(), &f, 0, 100).await.is_ok());
+    std::fs::rename(fx.path("d/f"), fx.tmp.path().join("taken-out")).unwrap();
+    std::fs::rename(fx.path("g"), fx.path("d/g2")).unwrap();
+    std::thread::sleep(
+        nfs3_server::export::RECHECK_INTERVAL + std::time::Duration::from_millis(100),
+    );
+    assert_eq!(st(&fx.read(&root(), &f, 0, 100).await), Nfsstat3::Stale);
+    assert_eq!(st(&fx.getattr(&root(), &f).await), Nfsstat3::Stale);
+    // A file moved inside the export is found again.
+    let r = fx.read(&root(), &g, 0, 100).await.into_result().unwrap();
+    assert_eq!(r.data.as_ref(), b"moves within");
 }
 
 #[tokio::test]

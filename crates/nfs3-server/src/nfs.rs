@@ -20,11 +20,12 @@ use crate::{ops, readdir};
 /// [`Pool`](Self::Pool) and 4–5 µs with [`InPlace`](Self::InPlace) (under
 /// 1 µs of it is the procedure); 64 × 1 MiB READs and UNSTABLE WRITEs, 8
 /// in flight, ran at 0.8–1.9 GiB/s and 0.7–1.3 GiB/s with either, within
-/// the noise. `Pool` is the
-/// default because `InPlace` blocks the task that polls the call: the TCP
-/// server gives every call a task of its own, but the RPC-over-RDMA server
-/// polls calls first in its completion loop, which `InPlace` would hold for
-/// the length of a 1 MiB `pread` or an `fsync`.
+/// the noise.
+///
+/// `Pool` is the default because `InPlace` blocks the task that polls the
+/// call: the TCP server gives every call a task of its own, but the
+/// RPC-over-RDMA server polls calls first in its completion loop, which
+/// `InPlace` would hold for the length of a 1 MiB `pread` or an `fsync`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BlockingMode {
     /// Always on tokio's blocking pool (`spawn_blocking`): one hand-off to

@@ -567,7 +567,7 @@ async fn credential_with_nonzero_padding_is_answered() {
 }
 
 /// A per-call timeout of `Duration::MAX` (no deadline,
-/// as `tokio::time::timeout` takes it) used to panic the calling task
+/// as `tokio::time::timeout` takes it) must not panic the calling task
 /// (`Instant + Duration` overflow in `ClientCore::start_call`).
 #[tokio::test]
 async fn call_with_duration_max_timeout_completes() {

@@ -454,7 +454,7 @@ fn rfc8166_s4_5_2_segment_wrapping_the_address_space_gets_err_chunk() {
         Action::Deliver
     );
     // ...but a Write or Reply segment whose offset + length overflows u64
-    // cannot describe memory (and used to overflow the reply plan).
+    // cannot describe memory (nor may it overflow the reply plan).
     expect_err_chunk(&get_call_offering(u64::MAX - 3, 0x2000), &RdmatestBinding);
     expect_err_chunk(&get_call_offering(0x1000, u64::MAX - 100), &RdmatestBinding);
     // A Read segment likewise.

@@ -1,6 +1,6 @@
 //! A call whose reply never comes keeps its credit; on a fresh
-//! connection (one credit until the first reply) that used to stall the
-//! client for good. The Requester now treats "abandoned calls hold every
+//! connection (one credit until the first reply) that would stall the
+//! client for good, so the Requester treats "abandoned calls hold every
 //! credit" as a major timeout and reconnects.
 
 use std::ops::RangeInclusive;

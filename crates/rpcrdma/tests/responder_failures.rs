@@ -11,8 +11,8 @@ use rpcrdma::{RdmaConfig, TransportError};
 
 /// The Requester offers IRD 0, so the Responder's negotiated ORD is 0 and
 /// it can pull no Read chunk: a PUT whose data travels in a Read chunk is
-/// answered with ERR_CHUNK (it used to be dropped silently after the RDMA
-/// Read post failed). Calls without Read chunks keep working.
+/// answered with ERR_CHUNK, not dropped silently after the RDMA Read
+/// post fails. Calls without Read chunks keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_chunk_with_ord_zero_gets_err_chunk() {
     let srv = common::server(iwarp::Device::default(), RdmaConfig::default()).await;

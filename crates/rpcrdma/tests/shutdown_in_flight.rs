@@ -1,9 +1,9 @@
 //! A clean server shutdown with large replies in flight,
 //! reconnecting off: every call fails promptly with a typed error. A call
-//! caught in the middle of being sent when the connection was lost used to
-//! be queued again after the (single, failed) reconnect had given up, and
-//! waited for its 30 s timeout. The race is narrow: this reproduced it in
-//! one of four runs before the fix.
+//! caught in the middle of being sent when the connection was lost must not
+//! be queued again after the (single, failed) reconnect has given up, to
+//! wait for its 30 s timeout. The race is narrow: without the rule this
+//! test hits it in about one run of four.
 mod common;
 use rpcrdma::RdmaConfig;
 use std::time::{Duration, Instant};

@@ -82,7 +82,7 @@ fn every_error_status_is_typed() {
 
 /// A timeout too long for an `Instant` to represent
 /// ([`Duration::MAX`], which `tokio::time::timeout` accepts as "never")
-/// means no deadline; `start_call` used to panic on `Instant + Duration`.
+/// means no deadline; `start_call` must not panic on `Instant + Duration`.
 #[test]
 fn unrepresentable_timeout_means_no_deadline() {
     let mut core: ClientCore<u8> = ClientCore::with_first_xid(0);

@@ -243,8 +243,8 @@ fn call_with_raw_auth(rest: &[u8]) -> Payload {
 /// A complete call header whose credential body has
 /// non-zero XDR padding (RFC 4506 §4.10 requires zeros) is a malformed
 /// credential: MSG_DENIED AUTH_ERROR AUTH_BADCRED (RFC 5531 §9; libtirpc
-/// answers the same). It used to be dropped like a truncated header, so
-/// the caller learnt nothing until its own timeout.
+/// answers the same), not dropped like a truncated header, which would
+/// leave the caller to its own timeout.
 #[test]
 fn credential_with_nonzero_padding_is_answered_badcred() {
     // AUTH_SYS, 1-byte body, padding FF FF FF; AUTH_NONE verifier.

@@ -16,11 +16,14 @@ KERNEL_SUITE=${KERNEL_SUITE:-bookworm}
 KERNEL_MIRROR=${KERNEL_MIRROR:-http://deb.debian.org/debian}
 # Addresses, only ever used inside the harness's own network namespace.
 KERNEL_HOST_IP=10.77.0.1
+# A second host-side address: a second NFS server address for the guest.
+KERNEL_HOST_IP2=10.77.0.3
 KERNEL_GUEST_IP=10.77.0.2
 KERNEL_TAP=ktap0
 
 klog() { printf '[kernel %4ds] %s\n' "$SECONDS" "$*" >&2; }
 kdie() { printf '[kernel] FAIL: %s\n' "$*" >&2; exit 1; }
 
-# The cargo target dir our binaries come from.
-kernel_bin_dir() { echo "${CARGO_TARGET_DIR:-$KERNEL_REPO/target}/release"; }
+# Where our binaries come from: the dev profile, which the test suite's
+# `cargo test --workspace` has built already.
+kernel_bin_dir() { echo "${CARGO_TARGET_DIR:-$KERNEL_REPO/target}/debug"; }

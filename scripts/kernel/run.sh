@@ -53,8 +53,8 @@ ip netns del "$probe_ns"
 
 # --- Artifacts ------------------------------------------------------------------------
 "$HERE/build-guest.sh"
-klog "building kernel-peer, rpcrdma and wire-check (release)"
-cargo build --release -q -p kernel-peer -p rpcrdma-cli -p wire-check
+klog "building kernel-peer, rpcrdma and wire-check"
+cargo build -q -p kernel-peer -p rpcrdma-cli -p wire-check
 BIN=$(kernel_bin_dir)
 T_BUILD=$((SECONDS - T0))
 
@@ -80,6 +80,7 @@ ip netns add "$NS"
 ip -n "$NS" link set lo up
 ip -n "$NS" tuntap add dev "$KERNEL_TAP" mode tap
 ip -n "$NS" addr add "$KERNEL_HOST_IP/24" dev "$KERNEL_TAP"
+ip -n "$NS" addr add "$KERNEL_HOST_IP2/24" dev "$KERNEL_TAP"
 ip -n "$NS" link set "$KERNEL_TAP" up
 ip netns exec "$NS" tcpdump -i "$KERNEL_TAP" -s 0 -U -w "$RUN/tap.pcap" 2>"$RUN/tcpdump.log" &
 CAP_PID=$!

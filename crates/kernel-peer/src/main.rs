@@ -8,12 +8,15 @@
 //!   went on the wire;
 //! - `first-call`: fresh RPC-over-RDMA connections, each with a call sent
 //!   at once, every one answered within a bound;
+//! - `nfs-client`: this workspace's NFSv3 client against the guest's
+//!   kernel nfsd (scenario 1);
 //! - `cut-relay`: a TCP relay whose connections SIGUSR1 cuts (RST both
 //!   ways), to break the connection under an iWARP stream mid-transfer.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod control;
+mod nfs;
 mod probe;
 mod relay;
 
@@ -74,6 +77,27 @@ enum Command {
         #[arg(long)]
         no_nudge: bool,
     },
+    /// Scenario 1: our NFSv3 client against a kernel nfsd.
+    NfsClient {
+        /// `rdma` or `tcp`.
+        #[arg(long)]
+        transport: String,
+        /// NFS address (RDMA: port 20049; TCP: 2049).
+        #[arg(long)]
+        nfs: SocketAddr,
+        /// mountd's TCP address.
+        #[arg(long)]
+        mount: SocketAddr,
+        /// Exported path.
+        #[arg(long, default_value = "/export")]
+        export: String,
+        /// Directory for the data read and the data to write (`up1m`).
+        #[arg(long)]
+        out: PathBuf,
+        /// Suffix of the names created in the export.
+        #[arg(long)]
+        tag: String,
+    },
     /// Relay TCP connections from LISTEN to TARGET; SIGUSR1 aborts every
     /// connection relayed so far.
     CutRelay {
@@ -108,6 +132,21 @@ fn main() -> std::process::ExitCode {
             Duration::from_millis(within_ms),
             no_nudge,
         )),
+        Command::NfsClient {
+            transport,
+            nfs,
+            mount,
+            export,
+            out,
+            tag,
+        } => runtime().block_on(nfs::run(nfs::Target {
+            transport,
+            nfs,
+            mount,
+            export,
+            out,
+            tag,
+        })),
         Command::CutRelay { listen, target } => runtime().block_on(relay::run(listen, target)),
     };
     match r {

@@ -88,8 +88,8 @@ async fn relay(
         // Both sockets aborted: a zero linger time makes close send an RST.
         let c = cr.reunite(cw).context("reuniting the client socket")?;
         let s = sr.reunite(sw).context("reuniting the server socket")?;
-        c.set_linger(Some(std::time::Duration::ZERO))?;
-        s.set_linger(Some(std::time::Duration::ZERO))?;
+        socket2::SockRef::from(&c).set_linger(Some(std::time::Duration::ZERO))?;
+        socket2::SockRef::from(&s).set_linger(Some(std::time::Duration::ZERO))?;
     }
     Ok(())
 }

@@ -28,9 +28,7 @@ use nfs3_server::{Export, ExportOptions, MountService, NfsService};
 use oncrpc::Dispatcher;
 use oncrpc_tcp::ServerConfig;
 
-use crate::listeners::{
-    announce, registered_note, shut_down, start_rdma, start_tcp, stop_all, Running, Signals,
-};
+use crate::listeners::{announce, shut_down, start_rdma, start_tcp, stop_all, Running, Signals};
 use crate::rdma_opts::RdmaArgs;
 use crate::rpcbind::{Mapping, Registered, LOCAL_RPCBIND};
 use crate::size::format_size;
@@ -163,7 +161,7 @@ pub async fn run(args: NfsdArgs) -> anyhow::Result<()> {
         format_size(options.max_io.into()),
     );
     if let Some(r) = &registered {
-        line.push_str(&registered_note(&running, r));
+        line.push_str(&registered_note(r));
     }
     line.push(')');
     announce(&line)?;
@@ -180,24 +178,44 @@ pub async fn run(args: NfsdArgs) -> anyhow::Result<()> {
 }
 
 /// The rpcbind mappings of the listeners: NFS v3 on every RDMA and TCP
-/// listener (not the MOUNT-only one), MOUNT v3 on the MOUNT-only listener
-/// first, then on the TCP listeners (rpcbind keeps the first of a netid).
+/// listener (not the MOUNT-only one); MOUNT v3 on the MOUNT-only listener
+/// if there is one, else on the TCP listener.
 fn mappings(running: &[Running]) -> Vec<Mapping> {
-    let mut out = Vec::new();
-    for s in running.iter().filter(|s| s.name.starts_with("mount ")) {
+    let mount_only = |s: &&Running| s.name.starts_with("mount ");
+    let mut out: Vec<Mapping> = running
+        .iter()
+        .filter(|s| !mount_only(s))
+        .map(|s| Mapping::new(NFS_PROGRAM, NFS_V3, s.transport, s.addr))
+        .collect();
+    let mount = running
+        .iter()
+        .find(mount_only)
+        .or_else(|| running.iter().find(|s| s.transport == "tcp"));
+    if let Some(s) = mount {
         out.push(Mapping::new(MOUNT_PROGRAM, MOUNT_V3, "tcp", s.addr));
-    }
-    for s in running.iter().filter(|s| !s.name.starts_with("mount ")) {
-        out.push(Mapping::new(NFS_PROGRAM, NFS_V3, s.transport, s.addr));
-        if s.transport == "tcp" {
-            out.push(Mapping::new(MOUNT_PROGRAM, MOUNT_V3, "tcp", s.addr));
-        }
     }
     out
 }
 
-/// The TCP server configuration: records up to the largest WRITE (1 MiB)
-/// plus headers fit with room to spare.
+/// The rpcbind part of the ready line: what was registered where.
+fn registered_note(r: &Registered) -> String {
+    let what: Vec<String> = r
+        .mappings()
+        .iter()
+        .map(|m| {
+            let prog = if m.prog == NFS_PROGRAM {
+                "NFS"
+            } else {
+                "MOUNT"
+            };
+            format!("{prog} v{} {} {}", m.vers, m.netid, m.uaddr)
+        })
+        .collect();
+    format!("; registered with rpcbind: {}", what.join(", "))
+}
+
+/// The TCP server configuration (records of up to 64 MiB: a 1 MiB WRITE
+/// fits with room to spare).
 fn tcp_config(args: &NfsdArgs) -> ServerConfig {
     ServerConfig {
         max_calls_per_connection: args.max_calls_per_connection,

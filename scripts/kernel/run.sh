@@ -10,8 +10,8 @@
 #
 # Scenarios (scenarios.sh): null, first-call, nfs-client, kernel-client,
 # cut, wire. Each ends with "SCENARIO <name>: PASS|FAIL|SKIP <why>"; the run
-# ends with "kernel scenarios: N passed, N failed, N skipped" and exits
-# non-zero when one failed.
+# ends with "kernel: N passed, N failed, N skipped" and exits non-zero when
+# one failed.
 #
 # Needs root, /dev/net/tun and network namespaces; installs qemu-system-x86,
 # tcpdump and tshark with apt when they are missing. When it cannot run it
@@ -67,10 +67,13 @@ QEMU_PID='' CAP_PID=''
 cleanup() {
     set +e
     for p in $CAP_PID; do kill -INT "$p" 2>/dev/null; done
-    [ -n "${CLEANUP_EXTRA:-}" ] && eval "$CLEANUP_EXTRA"
     [ -n "$QEMU_PID" ] && kill "$QEMU_PID" 2>/dev/null
     sleep 0.5
     [ -n "$QEMU_PID" ] && kill -9 "$QEMU_PID" 2>/dev/null
+    # Whatever else still runs in the namespace was started by a scenario.
+    for p in $(ip netns pids "$NS" 2>/dev/null); do kill "$p" 2>/dev/null; done
+    sleep 0.5
+    for p in $(ip netns pids "$NS" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
     ip netns del "$NS" 2>/dev/null
     wait 2>/dev/null
 }
@@ -163,7 +166,7 @@ g 'dmesg' > "$RUN/dmesg.txt" 2>&1 || true
 echo
 echo "kernel timings: artifacts and build ${T_BUILD}s, boot ${T_BOOT}s, total $((SECONDS - T0))s; logs in $RUN"
 grep -a -h '^SCENARIO ' "$RUN"/scenario-*.log || true
-echo "kernel scenarios: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+echo "kernel: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 if [ "${KEEP:-0}" = 1 ]; then
     echo "KEEP=1: guest up; . $RUN/env.sh to reach it; Enter to stop."
     read -r _ || sleep infinity

@@ -70,7 +70,8 @@ scenario_nfs_client() {
 start_nfsd() {
     mkdir -p "$RUN/export"
     chmod 0777 "$RUN/export"
-    h "$BIN/rpcrdma" nfsd --export "$RUN/export" --listen 0.0.0.0:20049 --tcp-listen 0.0.0.0:2049 \
+    # Not through h: $! must be the server itself (ip netns exec execs it).
+    ip netns exec "$NS" "$BIN/rpcrdma" nfsd --export "$RUN/export" --listen 0.0.0.0:20049 --tcp-listen 0.0.0.0:2049 \
         --mount-listen 0.0.0.0:20048 --no-root-squash > "$RUN/nfsd-$1.log" 2>&1 &
     NFSD_PID=$!
     for _ in $(seq 100); do grep -q listening "$RUN/nfsd-$1.log" && return 0; sleep 0.1; done
@@ -159,9 +160,9 @@ scenario_kernel_client() {
 scenario_cut() {
     has_cmd nfsd || { verdict cut "SKIP the rpcrdma binary has no 'nfsd' subcommand yet"; return 0; }
     start_nfsd cut || fail cut "rpcrdma nfsd did not start"
-    h "$BIN/kernel-peer" cut-relay "$HOST:20050" "$HOST:20049" > "$RUN/relay.log" 2>&1 &
+    ip netns exec "$NS" "$BIN/kernel-peer" cut-relay "$HOST:20050" "$HOST:20049" > "$RUN/relay.log" 2>&1 &
     local relay=$!
-    CLEANUP_EXTRA="kill $relay $NFSD_PID 2>/dev/null"
+    
     sleep 0.5
     g "mkdir -p /mnt/c && mount -t nfs -o vers=3,proto=rdma,port=20050,mountport=20048,mountproto=tcp,nolock $HOST:${KERNEL_NFSD_PATH:-/} /mnt/c" \
         || fail cut "mount through the relay"

@@ -60,6 +60,7 @@ pub fn throughput(set: &ResultSet, path: &Path) -> Result<()> {
             .configure_mesh()
             .x_desc("message size")
             .y_desc("MB/s (10^6 bytes per second)")
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .x_labels(((x1 - x0) / 2.0) as usize + 1)
             .x_label_formatter(&|x| {
                 let r = x.round();
@@ -139,6 +140,7 @@ pub fn latency(set: &ResultSet, path: &Path) -> Result<()> {
         .configure_mesh()
         .x_desc("percentile")
         .y_desc("latency, µs (log scale)")
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .x_labels(PERCENTILES.len() * 2 + 1)
         .x_label_formatter(&|x| {
             let r = x.round();

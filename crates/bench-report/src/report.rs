@@ -175,7 +175,7 @@ pub fn page(cx: &Context<'_>) -> String {
     let _ = writeln!(out, "## Every command\n");
     let _ = writeln!(
         out,
-        "`rpcrdma` is the release build of this commit (`target/release/rpcrdma`); the ports are the ones the server was given.\n"
+        "`rpcrdma` is the release build of this commit that the script made; the ports are the ones the server was given.\n"
     );
     let _ = writeln!(out, "```text");
     for c in set.commands() {

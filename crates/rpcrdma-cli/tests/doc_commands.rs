@@ -983,3 +983,60 @@ fn a_broken_page_is_caught() {
     assert!(f.contains("`cargo test` is not run"), "{f}");
     assert!(f.contains("no running job %1"), "{f}");
 }
+
+/// The `pub NAME:` fields of `pub struct TYPE { ... }` in a source file.
+fn struct_fields(path: &str, ty: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let start = text
+        .find(&format!("pub struct {ty} {{"))
+        .unwrap_or_else(|| panic!("no `pub struct {ty}` in {path}"));
+    let body = &text[start..];
+    let body = &body[..body.find("\n}").expect("end of struct")];
+    body.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub "))
+        .filter_map(|l| l.split_once(':').map(|(n, _)| n.trim().to_owned()))
+        .collect()
+}
+
+/// The reference pages name every counter the transport exposes and every
+/// setting of `RdmaConfig`, so a new one cannot go undocumented.
+#[test]
+fn reference_pages_name_every_counter_and_setting() {
+    let read = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
+    let counters_md = read("docs/counters.md");
+    let config_md = read("docs/configuration.md");
+    let mut missing = Vec::new();
+    let proto = read("crates/rpcrdma-proto/src/counters.rs");
+    let macro_body = &proto[proto.find("counters! {").expect("counters! macro")..];
+    let macro_body = &macro_body[..macro_body.find("\n}").unwrap()];
+    let mut counters: Vec<String> = macro_body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && l.ends_with(','))
+        .map(|l| l.trim_end_matches(',').to_owned())
+        .collect();
+    assert!(counters.len() >= 10, "no counters found: {counters:?}");
+    counters.extend(struct_fields("crates/rpcrdma/src/server.rs", "ServerStats"));
+    counters.extend(struct_fields("crates/rpcrdma/src/client.rs", "ClientStats"));
+    counters.extend(struct_fields("crates/rpcrdma/src/report.rs", "CallReport"));
+    for c in counters {
+        if !counters_md.contains(&format!("`{c}`")) {
+            missing.push(format!("docs/counters.md: `{c}`"));
+        }
+    }
+    let settings = [
+        ("crates/rpcrdma/src/config.rs", "RdmaConfig"),
+        ("crates/iwarp/src/device.rs", "Config"),
+        ("crates/oncrpc-tcp/src/server.rs", "ServerConfig"),
+        ("crates/oncrpc-tcp/src/client.rs", "ClientConfig"),
+        ("crates/rpcrdma-proto/src/wire.rs", "DecodeLimits"),
+    ];
+    for (path, ty) in settings {
+        for f in struct_fields(path, ty) {
+            if !config_md.contains(&format!("`{f}")) && !config_md.contains(&format!("{ty}::{f}")) {
+                missing.push(format!("docs/configuration.md: {ty}::{f}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "undocumented: {missing:#?}");
+}

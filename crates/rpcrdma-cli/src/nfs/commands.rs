@@ -124,7 +124,8 @@ pub async fn cat(s: &Session, path: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let mut offset = 0u64;
     loop {
-        let r = s.nfs().read(&fh, offset, size).await?;
+        let buf = bytes::BytesMut::with_capacity(size as usize);
+        let r = super::read::read(s.nfs(), &fh, offset, size, buf).await?;
         out.write_all(&r.data)?;
         offset += r.data.len() as u64;
         if r.eof || r.data.is_empty() {

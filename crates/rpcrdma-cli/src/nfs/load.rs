@@ -73,9 +73,7 @@ impl Load for NfsLoad {
                     .take()
                     .filter(|b| b.capacity() >= len)
                     .unwrap_or_else(|| BytesMut::with_capacity(len));
-                let r = self
-                    .nfs
-                    .read_into(&self.fh, offset, self.size, buf)
+                let r = super::read::read(&self.nfs, &self.fh, offset, self.size, buf)
                     .await
                     .map_err(|e| e.to_string())?;
                 let n = r.data.len();

@@ -17,6 +17,7 @@
 mod commands;
 mod format;
 mod load;
+mod read;
 mod session;
 mod transfer;
 mod wire;

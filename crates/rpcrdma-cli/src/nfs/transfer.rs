@@ -85,9 +85,8 @@ pub async fn get(s: &Session, remote: &str, local: &Path, in_flight: usize) -> a
             let nfs = nfs.clone();
             let fh = fh.clone();
             tasks.spawn(async move {
-                let r = nfs
-                    .read_into(&fh, offset, count, BytesMut::with_capacity(count as usize))
-                    .await;
+                let buf = BytesMut::with_capacity(count as usize);
+                let r = super::read::read(&nfs, &fh, offset, count, buf).await;
                 (offset, count, r)
             });
         }

@@ -427,3 +427,47 @@ fn bench_read_and_write_json() {
         assert_eq!(v["errors"], 1);
     }
 }
+
+#[test]
+fn a_read_that_fits_inline_has_no_write_chunk() {
+    let d = dirs();
+    std::fs::write(d.export.join("f"), pattern(64 * 1024)).unwrap();
+    let server = Nfsd::start(&d.export, &["--no-root-squash", "--inline", "8192"]);
+    let (url, m) = &server.urls()[0];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--report"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[
+            "bench",
+            "read",
+            "--file",
+            "f",
+            "--size",
+            "4k",
+            "--calls",
+            "2",
+            "--seconds",
+            "5",
+        ]);
+        let out = nfs(url, m, &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("NFS READ"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Inline threshold 8192 both ways: a 4 KiB READ reply fits.
+    let reads = run(&["--inline", "8192"]);
+    assert_eq!(reads.len(), 2, "{reads:?}");
+    for l in &reads {
+        assert!(!l.contains("Write chunk"), "{l}");
+        assert!(l.contains("Short Reply (RDMA_MSG, Send 4.15 KiB"), "{l}");
+    }
+    // Threshold 4096 (the client's default): it does not; Write chunk.
+    let reads = run(&[]);
+    assert_eq!(reads.len(), 2, "{reads:?}");
+    for l in &reads {
+        assert!(l.contains("Write chunk 0: 4 KiB"), "{l}");
+    }
+}

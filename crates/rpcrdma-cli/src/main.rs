@@ -1,12 +1,15 @@
 //! `rpcrdma`: serve, call, benchmark and demonstrate the RDMATEST program
 //! (0x20005244) over RPC-over-RDMA (RFC 8166, on the software iWARP
-//! provider) and ONC RPC over TCP.
+//! provider) and ONC RPC over TCP; serve a directory as NFS version 3
+//! (`nfsd`) and use one (`nfs`) over the same transports.
 //!
 //! ```text
 //! rpcrdma serve --listen 127.0.0.1:20049 --tcp-listen 127.0.0.1:20050
 //! rpcrdma call rdma://127.0.0.1:20049 get 16MiB
 //! rpcrdma bench rdma://127.0.0.1:20049 --proc get --size 1MiB --seconds 5
 //! rpcrdma demo
+//! rpcrdma nfsd --export /srv/data --listen 127.0.0.1:20049 --tcp-listen 127.0.0.1:2049 --mount-listen 127.0.0.1:20048
+//! rpcrdma nfs rdma://127.0.0.1:20049/ --mount-port 20048 ls -l /
 //! ```
 //!
 //! One module per subcommand; the transport of `call` and `bench` is chosen

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite of rpcrdma, runnable on a fresh machine with only the
 # Rust toolchain: installs the system packages the interop and wire-oracle
-# tests need, then runs lints, every unit/property/integration test, and a
-# bounded run of every cargo-fuzz target.
+# tests need, then runs lints, every unit/property/integration test, the
+# Linux kernel as a peer (NFS over soft-iWARP in qemu, scripts/kernel/), and
+# a bounded run of every cargo-fuzz target.
 #
-#   scripts/test.sh            # everything
+#   scripts/test.sh                  # everything
 #   FUZZ_SECONDS=0 scripts/test.sh   # skip the fuzz runs (local iteration)
+#   KERNEL=0 scripts/test.sh         # skip the kernel scenarios
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target  # holds test-output.txt even when CARGO_TARGET_DIR points elsewhere
@@ -204,7 +206,20 @@ else
   cargo test --workspace 2>&1 | tee target/test-output.txt
 fi
 
-# --- 4. Fuzz targets (bounded) ------------------------------------------------
+# --- 4. Kernel scenarios ---------------------------------------------------------
+# Linux 6.1 in qemu with soft-iWARP on its NIC, as server and client of NFS
+# over RPC-over-RDMA against this workspace (docs/kernel-tests.md). Where it
+# cannot run it skips with a message; under CI=true that fails the run.
+# KERNEL=0 opts out; KERNEL_SCENARIOS picks scenarios.
+kernel_line=""
+if [ "${KERNEL:-1}" != "0" ]; then
+  step "kernel scenarios (scripts/kernel/run.sh)"
+  # shellcheck disable=SC2086 # the scenario list is split on purpose
+  scripts/kernel/run.sh ${KERNEL_SCENARIOS:-null first-call nfs-client kernel-client cut wire} 2>&1 | tee target/kernel-scenarios.txt
+  kernel_line=$(grep -E '^kernel: [0-9]+ passed' target/kernel-scenarios.txt | tail -n 1 || true)
+fi
+
+# --- 5. Fuzz targets (bounded) ------------------------------------------------
 if [ "$FUZZ_SECONDS" != "0" ]; then
   if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     FUZZ_TC=(+nightly); FUZZ_SAN=()
@@ -231,7 +246,7 @@ if [ "$FUZZ_SECONDS" != "0" ]; then
   done
 fi
 
-# --- 5. Summary ----------------------------------------------------------------
+# --- 6. Summary ----------------------------------------------------------------
 step "summary"
 for i in "${!phase_names[@]}"; do
   printf '%6ss  %s\n' "${phase_secs[$i]}" "${phase_names[$i]}"
@@ -239,4 +254,9 @@ done
 passed=$(grep -Eo '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test-output.txt | awk '{s+=$1} END {print s+0}')
 [ -n "$wire_line" ] && echo "$wire_line"
+if [ -n "$kernel_line" ]; then
+  echo "$kernel_line"
+  passed=$((passed + $(echo "$kernel_line" | awk '{print $2}')))
+  failed=$((failed + $(echo "$kernel_line" | awk '{print $4}')))
+fi
 echo "${passed} passed, ${failed} failed"

@@ -83,11 +83,13 @@ pub struct Connection {
     /// Replies with Write chunks (reduced message checked; chunk data not reinserted by tshark).
     pub write_chunk_replies: u64,
     /// Calls with a Read chunk, or RDMA_NOMSG replies, whose chunk handle
-    /// an earlier call on the same connection already used: tshark 4.0
-    /// files chunk segments per connection by handle (and offset), finds
-    /// the stale segment and cannot reassemble them. Our requester never
-    /// reuses a handle on a connection (a fresh region per registration),
-    /// so each one fails, and is counted.
+    /// an earlier, already answered call on the same connection offered
+    /// (Linux reuses its registrations): tshark 4.0 files chunk segments
+    /// per connection by handle (and offset), finds the stale segment and
+    /// cannot reassemble them, so they are judged by the judge's own
+    /// checks (Read chunk read in full before the reply; an RDMA Write to
+    /// the Reply chunk), and counted. A handle offered again while the
+    /// call that offered it is unanswered fails.
     pub reused_handle_chunks: u64,
     /// Calls whose RPC message did not decode that the responder answered
     /// with RDMA_ERROR (their failures are excused).
@@ -382,15 +384,8 @@ fn judge_connection(
     let mut reads: HashMap<u16, VecDeque<PendingRead>> = HashMap::new();
     // XIDs whose RPC message tshark must produce by reassembly later.
     let mut pending_rpc: HashMap<(u32, bool), u64> = HashMap::new();
-    // Every handle the requester's calls offered so far (any chunk list).
-    let mut handles: HashSet<u32> = HashSet::new();
-    // XIDs of replies expected through a Reply chunk whose handle was
-    // reused (tshark 4.0 cannot reassemble those).
-    let mut reused_reply: HashSet<u32> = HashSet::new();
-    // Read-chunk handles of calls waiting for reassembly, and source STags
-    // whose Read Request was answered in full.
-    let mut pending_handles: HashMap<u32, Vec<u32>> = HashMap::new();
-    let mut read_done: HashSet<u32> = HashSet::new();
+    // Chunk handles offered by the requester and the chunks' progress.
+    let mut chunks = Chunks::default();
     // Calls whose RPC message did not decode (XID -> frame), and the frames
     // of those the responder answered with RDMA_ERROR.
     let mut calls_without_rpc: HashMap<u32, u64> = HashMap::new();
@@ -462,6 +457,11 @@ fn judge_connection(
                             *q = QueueState { msn, mo: mo + len };
                         }
                     }
+                    if op == opcode::WRITE {
+                        if let Some(stag) = d.stag {
+                            chunks.written.insert(stag);
+                        }
+                    }
                     if op == opcode::READ_REQUEST {
                         match d.read_request {
                             Some(r) => {
@@ -521,7 +521,7 @@ fn judge_connection(
                                     r.remaining -= len;
                                 }
                                 if d.last {
-                                    read_done.insert(r.src_stag);
+                                    chunks.read_done.insert(r.src_stag);
                                     if r.remaining != 0 {
                                         let w = format!("Read Response ended {} bytes short of the Read Request (frame {})", r.remaining, r.frame);
                                         fail(&mut c, f.number, w);
@@ -572,9 +572,7 @@ fn judge_connection(
                         from_requester,
                         &inner,
                         &mut pending_rpc,
-                        &mut handles,
-                        &mut pending_handles,
-                        &mut reused_reply,
+                        &mut chunks,
                         &mut calls_without_rpc,
                         &mut answered,
                     );
@@ -612,9 +610,10 @@ fn judge_connection(
         for ((xid, call), frame) in p {
             // Cut by a close only if some segment of its Read chunk was
             // never read in full; read in full and not reassembled fails.
-            let read = pending_handles
+            let read = chunks
+                .pending_handles
                 .get(xid)
-                .is_some_and(|h| h.iter().all(|h| read_done.contains(h)));
+                .is_some_and(|h| h.iter().all(|h| chunks.read_done.contains(h)));
             let w =
                 format!(
                 "RPC {} XID {xid:#010x} announced with chunks was never reassembled by tshark{}",
@@ -629,6 +628,20 @@ fn judge_connection(
                 c.failures.push(f);
             } else {
                 outstanding.push(f);
+            }
+        }
+        // Calls with a reused Read chunk handle, judged without tshark:
+        // never answered and their chunk not read in full.
+        let mut own: Vec<_> = chunks.own_reads.iter().collect();
+        own.sort_by_key(|(_, (f, _))| *f);
+        for (xid, (frame, h)) in own {
+            if !h.iter().all(|h| chunks.read_done.contains(h)) {
+                outstanding.push(Failure {
+                    frame: *frame,
+                    what: format!(
+                        "RPC call XID {xid:#010x} with a reused Read chunk handle: its chunk was never read in full"
+                    ),
+                });
             }
         }
     }
@@ -720,6 +733,37 @@ fn judge_connection(
     c
 }
 
+/// Chunk handles offered by a connection's requester, and what the judge
+/// saw of their chunks.
+#[derive(Debug, Default)]
+struct Chunks {
+    /// Every handle offered so far (any chunk list).
+    ever: HashSet<u32>,
+    /// Handles of calls not answered yet: handle -> (XID, frame).
+    outstanding: HashMap<u32, (u32, u64)>,
+    /// Read-chunk handles of calls waiting for tshark's reassembly.
+    pending_handles: HashMap<u32, Vec<u32>>,
+    /// Source STags whose Read Request was answered in full.
+    read_done: HashSet<u32>,
+    /// Calls whose Read chunk reuses an earlier call's handle (tshark 4.0
+    /// cannot reassemble them), judged by the Read Responses: XID ->
+    /// (frame, handles).
+    own_reads: HashMap<u32, (u64, Vec<u32>)>,
+    /// Calls whose Reply chunk reuses an earlier call's handle: XID ->
+    /// handles.
+    own_reply: HashMap<u32, Vec<u32>>,
+    /// STags RDMA Writes were sent to.
+    written: HashSet<u32>,
+}
+
+impl Chunks {
+    /// The call with this XID was answered: its handles may be offered
+    /// again.
+    fn answer(&mut self, xid: u32) {
+        self.outstanding.retain(|_, (x, _)| *x != xid);
+    }
+}
+
 /// Checks the layers tshark decoded inside one FPDU's payload.
 #[allow(clippy::too_many_arguments)] // the per-connection state it updates
 fn judge_payload(
@@ -730,9 +774,7 @@ fn judge_payload(
     from_requester: bool,
     inner: &[&Item],
     pending: &mut HashMap<(u32, bool), u64>,
-    handles: &mut HashSet<u32>,
-    pending_handles: &mut HashMap<u32, Vec<u32>>,
-    reused_reply: &mut HashSet<u32>,
+    chunks: &mut Chunks,
     calls_without_rpc: &mut HashMap<u32, u64>,
     answered: &mut HashSet<u64>,
 ) {
@@ -783,19 +825,53 @@ fn judge_payload(
         if data && from_requester {
             // A call (RFC 8166 §3.5): its RPC message is inline, or
             // reassembled from Read chunks in the frame of the last Read
-            // Response (tshark files segments by handle for the whole
-            // connection, so a handle an earlier call offered finds a
-            // stale segment and can never complete).
-            let reused = |h: &[u32]| h.iter().any(|h| handles.contains(h));
+            // Response.
+            //
+            // A handle names a registration the requester keeps until the
+            // call's reply arrives (RFC 8166 §3.4.5), so offering it again
+            // while a call that offered it is unanswered fails. Once that
+            // reply was seen the requester may register the same handle
+            // again (Linux reuses its registrations; the STag key wraps).
+            // tshark 4.0 files segments by handle for the whole connection,
+            // finds the earlier call's (finished) segment and cannot
+            // reassemble the new chunk: such a Read chunk is judged by the
+            // judge's own checks instead (every segment read in full before
+            // the reply), a Reply chunk by an RDMA Write to it before the
+            // RDMA_NOMSG reply.
+            let all: Vec<u32> = r
+                .read_handles
+                .iter()
+                .chain(&r.write_handles)
+                .chain(&r.reply_handles)
+                .copied()
+                .collect();
+            for h in &all {
+                if let Some((xid, f)) = chunks.outstanding.get(h) {
+                    if *xid != r.xid {
+                        no_rpc(
+                            c,
+                            &format!(
+                                "chunk handle {h:#010x} offered while the call XID {xid:#010x} (frame {f}) that offered it is still unanswered"
+                            ),
+                        );
+                    }
+                }
+            }
+            let reused = |h: &[u32]| h.iter().any(|h| chunks.ever.contains(h));
             if r.reads > 0 {
                 if shared(&r.read_handles) {
                     no_rpc(c, "Read list names one handle in several segments");
                 } else if reused(&r.read_handles) {
                     c.reused_handle_chunks += 1;
-                    no_rpc(c, "Read chunk handle already offered by an earlier call on this connection (tshark cannot reassemble it; the client registers every segment in a fresh region)");
+                    for h in &r.read_handles {
+                        chunks.read_done.remove(h);
+                    }
+                    chunks
+                        .own_reads
+                        .insert(r.xid, (frame, r.read_handles.clone()));
                 } else {
                     pending.insert((r.xid, true), frame);
-                    pending_handles.insert(r.xid, r.read_handles.clone());
+                    chunks.pending_handles.insert(r.xid, r.read_handles.clone());
                 }
             } else if r.msg_type == msg_type::NOMSG {
                 no_rpc(
@@ -807,14 +883,15 @@ fn judge_payload(
                 no_rpc(c, "no RPC call with that XID decoded below it");
             }
             if r.reply > 0 && reused(&r.reply_handles) {
-                reused_reply.insert(r.xid);
+                for h in &r.reply_handles {
+                    chunks.written.remove(h);
+                }
+                chunks.own_reply.insert(r.xid, r.reply_handles.clone());
             }
-            handles.extend(
-                r.read_handles
-                    .iter()
-                    .chain(&r.write_handles)
-                    .chain(&r.reply_handles),
-            );
+            chunks.ever.extend(all.iter().copied());
+            for h in &all {
+                chunks.outstanding.insert(*h, (r.xid, frame));
+            }
         } else if data {
             // A reply: inline (a reduced message when it has Write
             // chunks), or RDMA_NOMSG through the Reply chunk, reassembled
@@ -822,15 +899,25 @@ fn judge_payload(
             if r.reads > 0 {
                 no_rpc(c, "reply with a Read list");
             }
+            chunks.answer(r.xid);
+            if let Some((_, h)) = chunks.own_reads.remove(&r.xid) {
+                if !h.iter().all(|h| chunks.read_done.contains(h)) {
+                    no_rpc(c, "reply sent before the call's Read chunk (a reused handle, judged without tshark's reassembly) was read in full");
+                }
+            }
+            let own_reply = chunks.own_reply.remove(&r.xid);
             match rpc_here {
                 Some(x) if !x.call => {
                     if r.writes > 0 {
                         c.write_chunk_replies += 1;
                     }
                 }
-                _ if r.msg_type == msg_type::NOMSG && reused_reply.remove(&r.xid) => {
+                _ if r.msg_type == msg_type::NOMSG && own_reply.is_some() => {
                     c.reused_handle_chunks += 1;
-                    no_rpc(c, "Reply chunk handle already offered by an earlier call on this connection (tshark cannot reassemble it)");
+                    let h = own_reply.unwrap_or_default();
+                    if !h.iter().any(|h| chunks.written.contains(h)) {
+                        no_rpc(c, "RDMA_NOMSG reply without an RDMA Write to its Reply chunk (a reused handle, judged without tshark's reassembly)");
+                    }
                 }
                 _ if r.msg_type == msg_type::NOMSG => {
                     no_rpc(c, "Reply chunk not reassembled into an RPC reply")
@@ -840,6 +927,9 @@ fn judge_payload(
         } else if r.msg_type == msg_type::ERROR && !from_requester {
             // RFC 8166 §4.5: the responder could not process the call
             // with this XID; a call it could not parse is answered.
+            chunks.answer(r.xid);
+            chunks.own_reads.remove(&r.xid);
+            chunks.own_reply.remove(&r.xid);
             if let Some(f) = calls_without_rpc.remove(&r.xid) {
                 answered.insert(f);
             }
@@ -1033,30 +1123,180 @@ mod tests {
         let v = run(&fs);
         assert!(v.passed(), "{v:?}");
         assert_eq!(v.connections[0].reassembled, 1);
-        // A second call offering the same handle cannot be reassembled by
-        // tshark: fails (our client never reuses a handle), and is counted.
+        // A later call may offer the handle again once the reply was seen;
+        // tshark cannot reassemble its Reply chunk, so the RDMA_NOMSG
+        // reply is judged by an RDMA Write to the chunk, and counted.
+        let again = Rpcordma { xid: 9, ..call };
         fs.push(frame(
             5,
             true,
             vec![
                 Item::Fpdu(send(2, 60, opcode::SEND)),
-                Item::Rpcordma(Rpcordma {
-                    xid: 9,
-                    reads: 1,
-                    read_handles: vec![0x100],
-                    reply: 0,
-                    reply_handles: vec![],
-                    ..call
-                }),
+                Item::Rpcordma(again.clone()),
+                Item::Rpc(Rpc { xid: 9, call: true }),
             ],
         ));
-        let v = run(&fs);
+        let nomsg = frame(
+            7,
+            false,
+            vec![
+                Item::Fpdu(send(2, 40, opcode::SEND)),
+                Item::Rpcordma(Rpcordma {
+                    msg_type: msg_type::NOMSG,
+                    ..again
+                }),
+            ],
+        );
+        let mut unwritten = fs.clone();
+        unwritten.push(nomsg.clone());
+        let v = run(&unwritten);
         assert!(
             v.failures()
-                .any(|(_, f)| f.frame == 5 && f.what.contains("already offered")),
+                .any(|(_, f)| f.frame == 7 && f.what.contains("without an RDMA Write")),
             "{v:?}"
         );
+        fs.push(frame(6, false, vec![Item::Fpdu(write_to(0x100, 100))]));
+        fs.push(nomsg);
+        let v = run(&fs);
+        assert!(v.passed(), "{v:?}");
         assert_eq!(v.connections[0].reused_handle_chunks, 1);
+    }
+
+    fn write_to(stag: u32, len: u32) -> Fpdu {
+        Fpdu {
+            ulpdu_len: Some(14 + len),
+            crc: CrcStatus::Good,
+            ddp: Some(Ddp {
+                tagged: true,
+                last: true,
+                stag: Some(stag),
+                to: Some(0),
+                opcode: Some(opcode::WRITE),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn read_response(sink: u32, len: u32) -> Fpdu {
+        Fpdu {
+            ulpdu_len: Some(14 + len),
+            crc: CrcStatus::Good,
+            ddp: Some(Ddp {
+                tagged: true,
+                last: true,
+                stag: Some(sink),
+                to: Some(0),
+                opcode: Some(opcode::READ_RESPONSE),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn read_request(msn: u32, sink: u32, src: u32, size: u64) -> Fpdu {
+        let mut rr = send(msn, 28, opcode::READ_REQUEST);
+        rr.ddp.as_mut().unwrap().qn = Some(1);
+        rr.ddp.as_mut().unwrap().read_request = Some(ReadRequest {
+            sink_stag: sink,
+            size,
+            src_stag: src,
+        });
+        rr
+    }
+
+    fn reply(n: u64, msn: u32, xid: u32) -> Frame {
+        frame(
+            n,
+            false,
+            vec![
+                Item::Fpdu(send(msn, 60, opcode::SEND)),
+                Item::Rpcordma(Rpcordma {
+                    xid,
+                    msg_type: msg_type::MSG,
+                    ..Default::default()
+                }),
+                Item::Rpc(Rpc { xid, call: false }),
+            ],
+        )
+    }
+
+    /// `call_with_read_chunk` read in full, reassembled by tshark.
+    fn read_chunk_call_done() -> Vec<Frame> {
+        let mut fs = call_with_read_chunk();
+        fs.push(frame(
+            5,
+            true,
+            vec![
+                Item::Fpdu(read_response(0x11, 1000)),
+                Item::Reassembled {
+                    fragments: 3,
+                    bytes: 1100,
+                },
+                Item::Rpc(Rpc { xid: 5, call: true }),
+            ],
+        ));
+        fs
+    }
+
+    fn call_reusing_0xaa(n: u64, msn: u32) -> Frame {
+        frame(
+            n,
+            true,
+            vec![
+                Item::Fpdu(send(msn, 100, opcode::SEND)),
+                Item::Rpcordma(Rpcordma {
+                    xid: 6,
+                    msg_type: msg_type::MSG,
+                    reads: 1,
+                    read_handles: vec![0xaa],
+                    ..Default::default()
+                }),
+            ],
+        )
+    }
+
+    #[test]
+    fn handle_offered_again_only_after_the_reply() {
+        // While the call that offered it is unanswered: fails.
+        let mut early = read_chunk_call_done();
+        early.push(call_reusing_0xaa(6, 2));
+        let v = run(&early);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 6 && f.what.contains("still unanswered")),
+            "{v:?}"
+        );
+        // After its reply: the reused Read chunk is judged by its Read
+        // Responses (tshark cannot reassemble it) and counted.
+        let mut fs = read_chunk_call_done();
+        fs.push(reply(6, 1, 5));
+        fs.push(call_reusing_0xaa(7, 2));
+        let unread = fs.clone();
+        fs.push(frame(
+            8,
+            false,
+            vec![Item::Fpdu(read_request(2, 0x12, 0xaa, 500))],
+        ));
+        let mut early_reply = fs.clone();
+        fs.push(frame(9, true, vec![Item::Fpdu(read_response(0x12, 500))]));
+        fs.push(reply(10, 2, 6));
+        let v = run(&fs);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].reused_handle_chunks, 1);
+        // Answered before its Read chunk was read in full: fails.
+        early_reply.push(reply(9, 2, 6));
+        let v = run(&early_reply);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 9 && f.what.contains("before the call's Read chunk")),
+            "{v:?}"
+        );
+        // Never read and never answered, without a close: fails.
+        let v = run(&unread);
+        assert!(
+            v.failures()
+                .any(|(_, f)| f.frame == 7 && f.what.contains("never read in full")),
+            "{v:?}"
+        );
     }
 
     #[test]

@@ -29,9 +29,12 @@
 //! What tshark 4.0 cannot show, and how the judge deals with it (facts from
 //! Wireshark's `packet-rpcrdma.c`):
 //! * Chunk segments are filed per connection by handle and offset, so a
-//!   handle offered twice on a connection cannot be reassembled; our
-//!   requester registers every segment in a fresh region, so a reused
-//!   handle fails.
+//!   handle offered twice on a connection cannot be reassembled. A handle
+//!   offered again while the call that offered it is unanswered fails
+//!   (RFC 8166 §3.4.5); once that call's reply was seen the handle may be
+//!   reused (Linux does), and such a chunk is judged without tshark: a
+//!   Read chunk read in full before the reply, a Reply chunk written by
+//!   an RDMA Write before the RDMA_NOMSG reply.
 //! * Write-chunk data is re-inserted into the reply only for programs whose
 //!   dissector reports where the reduced data item sits (NFS does, an RPC
 //!   program unknown to Wireshark cannot): for Write chunks the oracle

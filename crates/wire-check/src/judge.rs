@@ -103,6 +103,13 @@ pub struct Connection {
     /// do not carry RPC-over-RDMA, which tshark 4.0 reports as malformed
     /// RPCoRDMA packets (its heuristic reads before checking the length).
     pub short_sends: u64,
+    /// NFS READ replies (RDMA_MSG/RDMA_MSGP from the responder) whose
+    /// data went into a Write chunk of a length that is not a multiple of
+    /// 4: RFC 8166 §3.4.6 forbids XDR roundup padding in a Write chunk,
+    /// but tshark 4.0's NFS dissector expects the pad after the data it
+    /// re-inserted and reports the reply as malformed. Only that
+    /// malformed report, inside the READ reply's data, is excused (listed).
+    pub unpadded_read_replies: u64,
     /// TCP flow-control warnings (not failures).
     pub flow_control_warnings: u64,
     /// TCP reordering warnings excused because every byte stream was
@@ -305,6 +312,7 @@ fn judge_connection(
         closed_with_outstanding: 0,
         resets: 0,
         short_sends: 0,
+        unpadded_read_replies: 0,
         flow_control_warnings: 0,
         reordering_warnings: 0,
         failures: Vec::new(),
@@ -392,6 +400,9 @@ fn judge_connection(
     let mut answered: HashSet<u64> = HashSet::new();
     // Frames with a short Send tshark takes for malformed RPCoRDMA.
     let mut short_sends: HashSet<u64> = HashSet::new();
+    // Frames with an NFS READ reply whose unpadded Write chunk tshark
+    // takes for a malformed NFS packet.
+    let mut unpadded: HashSet<u64> = HashSet::new();
     for f in fs {
         if f.number > cut {
             break;
@@ -564,6 +575,17 @@ fn judge_connection(
                         short_sends.insert(f.number);
                     }
                     let from_requester = dir == c.initiator;
+                    // See `unpadded_read_replies`.
+                    if !from_requester
+                        && unpadded_read_reply(&inner)
+                        && f.items
+                            .iter()
+                            .filter(|i| matches!(i, Item::Malformed(_)))
+                            .count()
+                            == 1
+                    {
+                        unpadded.insert(f.number);
+                    }
                     judge_payload(
                         &mut c,
                         f.number,
@@ -577,7 +599,10 @@ fn judge_connection(
                         &mut answered,
                     );
                 }
-                Item::Rpcordma(_) | Item::Rpc(_) | Item::Reassembled { .. } => {
+                Item::Rpcordma(_)
+                | Item::Rpc(_)
+                | Item::Reassembled { .. }
+                | Item::NfsReadReply(_) => {
                     fail(&mut c, f.number, "RPC layer outside an FPDU".into())
                 }
                 Item::MpaRequest(_) | Item::MpaReply(_) => {}
@@ -676,6 +701,16 @@ fn judge_connection(
         if short_sends.contains(frame) && msg.starts_with("Malformed Packet") {
             continue;
         }
+        // See `unpadded_read_replies`: excused and listed.
+        if unpadded.contains(frame) && msg.starts_with("Malformed Packet") {
+            c.excused.push(Failure {
+                frame: *frame,
+                what: format!(
+                    "NFS READ reply data in a Write chunk without XDR roundup padding (RFC 8166 §3.4.6), which tshark 4.0's NFS dissector reads past: expert error: {msg}"
+                ),
+            });
+            continue;
+        }
         let kind = if *sev >= severity::ERROR {
             "error"
         } else {
@@ -683,6 +718,7 @@ fn judge_connection(
         };
         fail(&mut c, *frame, format!("expert {kind}: {msg}"));
     }
+    c.unpadded_read_replies = unpadded.len() as u64;
     // Calls whose RPC message did not decode and that the responder
     // answered with RDMA_ERROR (RFC 8166 §4.5): the fault was seen and
     // answered as the protocol requires; their failures (the call's
@@ -731,6 +767,39 @@ fn judge_connection(
         c.failures = kept;
     }
     c
+}
+
+/// Whether an FPDU's layers are an NFS READ reply (RFC 1813 §3.3.6)
+/// carried in RDMA_MSG/RDMA_MSGP whose data of a length that is not a
+/// multiple of 4 went into a Write chunk of exactly that length, with
+/// tshark's malformed report last, after the READ reply.
+fn unpadded_read_reply(inner: &[&Item]) -> bool {
+    let Some(r) = inner.iter().find_map(|i| match i {
+        Item::Rpcordma(r) => Some(r),
+        _ => None,
+    }) else {
+        return false;
+    };
+    if !matches!(r.msg_type, msg_type::MSG | msg_type::MSGP) {
+        return false;
+    }
+    let reply = inner
+        .iter()
+        .any(|i| matches!(i, Item::Rpc(x) if x.xid == r.xid && !x.call));
+    let Some(at) = inner
+        .iter()
+        .position(|i| matches!(i, Item::NfsReadReply(_)))
+    else {
+        return false;
+    };
+    let Item::NfsReadReply(len) = inner[at] else {
+        return false;
+    };
+    reply
+        && len % 4 != 0
+        && r.write_chunk_lengths.contains(len)
+        && inner.len() == at + 2
+        && matches!(inner[at + 1], Item::Malformed(t) if t == "[Malformed Packet: NFS]")
 }
 
 /// Chunk handles offered by a connection's requester, and what the judge
@@ -1540,6 +1609,84 @@ mod tests {
             ],
         ));
         assert!(!judge(&fs2, &m).passed());
+    }
+
+    /// An NFS READ reply from the responder with data of `len` bytes in
+    /// a Write chunk of `chunk` bytes, and tshark's malformed report of
+    /// `layer` after it.
+    fn read_reply(
+        len: u64,
+        chunk: u64,
+        layer: &str,
+        from_ini: bool,
+    ) -> (Vec<Frame>, HashMap<u64, FrameMeta>) {
+        let mut fs = handshake();
+        fs.push(frame(
+            3,
+            from_ini,
+            vec![
+                Item::Fpdu(send(1, 128, opcode::SEND)),
+                Item::Rpcordma(Rpcordma {
+                    xid: 4,
+                    msg_type: msg_type::MSG,
+                    writes: 1,
+                    write_handles: vec![0x77],
+                    write_chunk_lengths: vec![chunk],
+                    ..Default::default()
+                }),
+                Item::Reassembled {
+                    fragments: 2,
+                    bytes: 128 + len,
+                },
+                Item::Rpc(Rpc {
+                    xid: 4,
+                    call: from_ini,
+                }),
+                Item::NfsReadReply(len),
+                Item::Malformed(format!("[Malformed Packet: {layer}]")),
+            ],
+        ));
+        let mut m = meta(&fs);
+        let e = &mut m.get_mut(&3).unwrap().expert;
+        e.push((severity::ERROR, "Malformed Packet".into()));
+        e.push((
+            severity::ERROR,
+            "Malformed Packet (Exception occurred)".into(),
+        ));
+        (fs, m)
+    }
+
+    #[test]
+    fn unpadded_nfs_read_write_chunk_excused_only_for_that_case() {
+        let (fs, m) = read_reply(33, 33, "NFS", false);
+        let v = judge(&fs, &m);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.connections[0].unpadded_read_replies, 1);
+        assert_eq!(v.connections[0].excused.len(), 2);
+        assert!(crate::report::one_line(&v).contains("2 excused faults (1 unpadded NFS READ"));
+        // A chunk length that is a multiple of 4, a chunk length other than
+        // the READ data's, a report of another layer, or a call: fails.
+        for (len, chunk, layer, from_ini) in [
+            (36, 36, "NFS", false),
+            (33, 36, "NFS", false),
+            (33, 33, "RPC", false),
+            (33, 33, "NFS", true),
+        ] {
+            let (fs, m) = read_reply(len, chunk, layer, from_ini);
+            let v = judge(&fs, &m);
+            assert!(
+                v.failures()
+                    .any(|(_, f)| f.what.contains("Malformed Packet")),
+                "{len} {chunk} {layer} {from_ini}: {v:?}"
+            );
+            assert_eq!(v.connections[0].unpadded_read_replies, 0);
+        }
+        // A second malformed report in the frame: fails.
+        let (mut fs, m) = read_reply(33, 33, "NFS", false);
+        fs[2]
+            .items
+            .insert(1, Item::Malformed("[Malformed Packet: RPCoRDMA]".into()));
+        assert!(!judge(&fs, &m).passed());
     }
 
     #[test]

@@ -152,6 +152,9 @@ pub struct Rpcordma {
     pub write_handles: Vec<u32>,
     /// Handles of the Reply chunk's segments, in order.
     pub reply_handles: Vec<u32>,
+    /// Length of each Write chunk (the sum of its segments' lengths), in
+    /// order.
+    pub write_chunk_lengths: Vec<u64>,
 }
 
 /// RPC-over-RDMA message types.
@@ -210,6 +213,9 @@ pub enum Item {
     },
     /// "[Malformed Packet…]".
     Malformed(String),
+    /// An NFS READ reply ("Network File System, READ Reply Len: N"): the
+    /// length of its data.
+    NfsReadReply(u64),
 }
 
 /// One frame of the capture.
@@ -354,6 +360,9 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
                 f.items.push(Item::Reassembled { fragments, bytes });
             } else if line.starts_with("[Malformed Packet") {
                 f.items.push(Item::Malformed(line.clone()));
+            } else if let Some(rest) = line.strip_prefix("Network File System, READ Reply Len: ") {
+                let len = num(rest).ok_or_else(|| bad("NFS READ reply length"))?;
+                f.items.push(Item::NfsReadReply(len));
             }
             continue;
         }
@@ -460,6 +469,10 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
                     r.writes = count(trimmed).ok_or_else(|| bad("write list count"))?;
                     continue;
                 }
+                if list == List::Write && trimmed.starts_with("Write chunk (") {
+                    r.write_chunk_lengths.push(0);
+                    continue;
+                }
                 if trimmed.starts_with("Reply chunk (count") {
                     list = List::Reply;
                     r.reply = count(trimmed).ok_or_else(|| bad("reply chunk count"))?;
@@ -479,6 +492,12 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
                             List::Write => r.write_handles.push(h),
                             List::Reply => r.reply_handles.push(h),
                             List::None => {}
+                        }
+                    }
+                    "RDMA length" if list == List::Write => {
+                        let l = num(v).ok_or_else(|| bad("RDMA length"))?;
+                        if let Some(c) = r.write_chunk_lengths.last_mut() {
+                            *c = c.saturating_add(l);
                         }
                     }
                     _ => {}
@@ -646,6 +665,89 @@ RPC over RDMA
         Reply chunk (count: 1)
             RDMA handle: 0x00000501
 ";
+
+    /// tshark 4.0's view of a Linux nfsd NFS READ reply of 33 bytes whose
+    /// data went into an unpadded Write chunk.
+    const UNPADDED_READ_REPLY: &str = "\
+Frame 1822: 270 bytes on wire (2160 bits), 270 bytes captured (2160 bits)
+Ethernet II, Src: RealtekU_77:00:02 (52:54:00:77:00:02), Dst: ee:3f:fb:d7:3e:a5 (ee:3f:fb:d7:3e:a5)
+Internet Protocol Version 4, Src: 10.77.0.2, Dst: 10.77.0.1
+Transmission Control Protocol, Src Port: 20049, Dst Port: 47232, Seq: 1065397, Ack: 1165, Len: 204
+iWARP Marker Protocol data unit Aligned framing
+    FPDU
+        ULPDU length: 198 bytes
+        CRC check: 0x55e17b41 (Good CRC32)
+iWARP Direct Data Placement and Remote Direct Memory Access Protocol
+    DDP header
+        DDP control field
+            0... .... = Tagged flag: False
+            .1.. .... = Last flag: True
+            ..00 00.. = Reserved: 0x0
+            .... ..01 = DDP protocol version: 1
+        Reserved for use by the ULP: 445dde5bea
+        Untagged buffer model
+            Queue number: 0
+            Message sequence number: 7
+            Message offset: 0
+    RDMAP header
+        RDMAP control field
+            01.. .... = Version: 1
+            ..00 .... = Reserved: 0x0
+            .... 0100 = OpCode: Send with Invalidate (0x4)
+        Invalidate STag: 1574853610
+RPC over RDMA
+    XID: 0x91366ff8
+    Version: 1
+    Flow Control: 64
+    Message Type: RDMA_MSG (0)
+    Read list (count: 0)
+    Write list (count: 1)
+        Write chunk (1 segment)
+            Write chunk segment count: 1
+            RDMA segment 0
+                RDMA handle: 0x5dde5bea
+                RDMA length: 33
+                RDMA offset: 0x0000000000000000
+    Reply chunk (count: 0)
+[2 Reassembled RPCoRDMA fragments (161 bytes): #1822(128), #1821(33)]
+Remote Procedure Call, Type:Reply XID:0x91366ff8
+    XID: 0x91366ff8 (2436263928)
+    Message Type: Reply (1)
+    [Program: NFS (100003)]
+    [Program Version: 3]
+    [Procedure: READ (6)]
+    Reply State: accepted (0)
+    [This is a reply to a request in frame 1820]
+    [Time from request: 0.006483000 seconds]
+    Verifier
+        Flavor: AUTH_NULL (0)
+        Length: 0
+    Accept State: RPC executed successfully (0)
+Network File System, READ Reply Len: 33
+[Malformed Packet: NFS]
+
+";
+
+    #[test]
+    fn write_chunk_lengths_and_nfs_read_reply() {
+        let mut frames = Vec::new();
+        let n = parse_verbose(UNPADDED_READ_REPLY.as_bytes(), |f| frames.push(f)).unwrap();
+        assert_eq!(n, 1);
+        let f = &frames[0];
+        let Some(Item::Rpcordma(r)) = f.items.iter().find(|i| matches!(i, Item::Rpcordma(_)))
+        else {
+            panic!("{f:?}")
+        };
+        assert_eq!((r.xid, r.writes), (0x91366ff8, 1));
+        assert_eq!(r.write_handles, vec![0x5dde5bea]);
+        assert_eq!(r.write_chunk_lengths, vec![33]);
+        let n = f.items.len();
+        assert_eq!(f.items[n - 2], Item::NfsReadReply(33));
+        assert_eq!(
+            f.items[n - 1],
+            Item::Malformed("[Malformed Packet: NFS]".into())
+        );
+    }
 
     #[test]
     fn verbose_sample() {

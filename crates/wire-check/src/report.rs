@@ -67,7 +67,7 @@ pub fn summary(v: &Verdict) -> String {
     );
     let _ = writeln!(
         s,
-        "chunks whose handle an earlier call on the connection offered (tshark 4.0 cannot reassemble them; failures): {}",
+        "chunks whose handle an earlier, answered call on the connection offered (tshark 4.0 cannot reassemble them; judged by their Read Responses / RDMA Writes): {}",
         sum(|c| c.reused_handle_chunks)
     );
     let _ = writeln!(
@@ -86,6 +86,11 @@ pub fn summary(v: &Verdict) -> String {
         s,
         "RDMA Sends shorter than 16 bytes on non-RPC connections that tshark 4.0 calls malformed RPCoRDMA (its heuristic reads before checking the length): {}",
         sum(|c| c.short_sends)
+    );
+    let _ = writeln!(
+        s,
+        "NFS READ replies with data of a length not a multiple of 4 in a Write chunk without XDR roundup padding (RFC 8166 §3.4.6) that tshark 4.0 calls malformed NFS (excused, listed): {}",
+        sum(|c| c.unpadded_read_replies)
     );
     let _ = writeln!(
         s,
@@ -159,7 +164,7 @@ pub fn one_line(v: &Verdict) -> String {
     let failures = v.failures().count() + v.resegment.incomplete_directions.len();
     let excused: usize = v.connections.iter().map(|c| c.excused.len()).sum();
     format!(
-        "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults, {} failures",
+        "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults ({} unpadded NFS READ Write chunks, {} reused chunk handles judged without tshark), {} failures",
         if v.passed() { "PASS" } else { "FAIL" },
         v.connections.len(),
         sum(|c| c.fpdus),
@@ -167,6 +172,8 @@ pub fn one_line(v: &Verdict) -> String {
         sum(|c| c.reassembled),
         sum(|c| c.write_chunk_replies),
         excused,
+        sum(|c| c.unpadded_read_replies),
+        sum(|c| c.reused_handle_chunks),
         failures
     )
 }

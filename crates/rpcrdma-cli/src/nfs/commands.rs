@@ -8,11 +8,11 @@ use anyhow::Context;
 use nfs3::types::{Fattr3, Ftype3, NfsFh3, Sattr3};
 
 use super::format;
-use super::session::Session;
+use super::mounted::Mounted;
 
 /// `PATH` split into its parent directory and last name; the parent is
 /// resolved to a handle.
-pub async fn parent_and_name<'p>(s: &Session, path: &'p str) -> anyhow::Result<(NfsFh3, &'p str)> {
+pub async fn parent_and_name<'p>(s: &Mounted, path: &'p str) -> anyhow::Result<(NfsFh3, &'p str)> {
     let trimmed = path.trim_end_matches('/');
     let (parent, name) = match trimmed.rsplit_once('/') {
         Some((p, n)) => (p, n),
@@ -30,7 +30,7 @@ pub async fn parent_and_name<'p>(s: &Session, path: &'p str) -> anyhow::Result<(
 }
 
 /// `PATH` resolved to its handle and attributes.
-pub async fn resolve(s: &Session, path: &str) -> anyhow::Result<(NfsFh3, Fattr3)> {
+pub async fn resolve(s: &Mounted, path: &str) -> anyhow::Result<(NfsFh3, Fattr3)> {
     let (fh, attrs) = s
         .nfs()
         .lookup_path(&s.root, path)
@@ -45,7 +45,7 @@ pub async fn resolve(s: &Session, path: &str) -> anyhow::Result<(NfsFh3, Fattr3)
 
 /// `ls [-l] PATH`: the entries of a directory by name (without `.` and
 /// `..`), or the one file PATH names.
-pub async fn ls(s: &Session, path: &str, long: bool) -> anyhow::Result<()> {
+pub async fn ls(s: &Mounted, path: &str, long: bool) -> anyhow::Result<()> {
     let (fh, attrs) = resolve(s, path).await?;
     let mut out = std::io::stdout().lock();
     if attrs.ftype != Ftype3::Dir {
@@ -97,7 +97,7 @@ pub async fn ls(s: &Session, path: &str, long: bool) -> anyhow::Result<()> {
 }
 
 /// The target of a symbolic link (`None` for other types or on failure).
-async fn link_target(s: &Session, fh: &NfsFh3, a: &Fattr3) -> Option<String> {
+async fn link_target(s: &Mounted, fh: &NfsFh3, a: &Fattr3) -> Option<String> {
     if a.ftype != Ftype3::Lnk {
         return None;
     }
@@ -106,7 +106,7 @@ async fn link_target(s: &Session, fh: &NfsFh3, a: &Fattr3) -> Option<String> {
 }
 
 /// `stat PATH`.
-pub async fn stat(s: &Session, path: &str) -> anyhow::Result<()> {
+pub async fn stat(s: &Mounted, path: &str) -> anyhow::Result<()> {
     let (fh, _) = resolve(s, path).await?;
     // GETATTR itself, so the attributes are the server's current ones.
     let attrs = s.nfs().getattr(&fh).await?;
@@ -115,7 +115,7 @@ pub async fn stat(s: &Session, path: &str) -> anyhow::Result<()> {
 }
 
 /// `cat PATH`: READs of the preferred size, in order, to stdout.
-pub async fn cat(s: &Session, path: &str) -> anyhow::Result<()> {
+pub async fn cat(s: &Mounted, path: &str) -> anyhow::Result<()> {
     let (fh, attrs) = resolve(s, path).await?;
     if attrs.ftype == Ftype3::Dir {
         anyhow::bail!("{path:?}: NFS3ERR_ISDIR (a directory)");
@@ -137,7 +137,7 @@ pub async fn cat(s: &Session, path: &str) -> anyhow::Result<()> {
 }
 
 /// `mkdir PATH` (mode 0755).
-pub async fn mkdir(s: &Session, path: &str) -> anyhow::Result<()> {
+pub async fn mkdir(s: &Mounted, path: &str) -> anyhow::Result<()> {
     let (dir, name) = parent_and_name(s, path).await?;
     let attrs = Sattr3 {
         mode: Some(0o755),
@@ -151,7 +151,7 @@ pub async fn mkdir(s: &Session, path: &str) -> anyhow::Result<()> {
 }
 
 /// `rm PATH` (REMOVE).
-pub async fn rm(s: &Session, path: &str) -> anyhow::Result<()> {
+pub async fn rm(s: &Mounted, path: &str) -> anyhow::Result<()> {
     let (dir, name) = parent_and_name(s, path).await?;
     s.nfs()
         .remove(&dir, name.as_bytes())
@@ -161,7 +161,7 @@ pub async fn rm(s: &Session, path: &str) -> anyhow::Result<()> {
 }
 
 /// `rmdir PATH` (RMDIR).
-pub async fn rmdir(s: &Session, path: &str) -> anyhow::Result<()> {
+pub async fn rmdir(s: &Mounted, path: &str) -> anyhow::Result<()> {
     let (dir, name) = parent_and_name(s, path).await?;
     s.nfs()
         .rmdir(&dir, name.as_bytes())
@@ -171,7 +171,7 @@ pub async fn rmdir(s: &Session, path: &str) -> anyhow::Result<()> {
 }
 
 /// `mv FROM TO` (RENAME).
-pub async fn mv(s: &Session, from: &str, to: &str) -> anyhow::Result<()> {
+pub async fn mv(s: &Mounted, from: &str, to: &str) -> anyhow::Result<()> {
     let (from_dir, from_name) = parent_and_name(s, from).await?;
     let (to_dir, to_name) = parent_and_name(s, to).await?;
     s.nfs()
@@ -182,7 +182,7 @@ pub async fn mv(s: &Session, from: &str, to: &str) -> anyhow::Result<()> {
 }
 
 /// `ln -s TARGET PATH` (SYMLINK).
-pub async fn ln_s(s: &Session, target: &str, path: &str) -> anyhow::Result<()> {
+pub async fn ln_s(s: &Mounted, target: &str, path: &str) -> anyhow::Result<()> {
     let (dir, name) = parent_and_name(s, path).await?;
     s.nfs()
         .symlink(&dir, name.as_bytes(), target.as_bytes(), Sattr3::default())
@@ -192,7 +192,7 @@ pub async fn ln_s(s: &Session, target: &str, path: &str) -> anyhow::Result<()> {
 }
 
 /// `readlink PATH` (READLINK).
-pub async fn readlink(s: &Session, path: &str) -> anyhow::Result<()> {
+pub async fn readlink(s: &Mounted, path: &str) -> anyhow::Result<()> {
     let (dir, name) = parent_and_name(s, path).await?;
     let l = s
         .nfs()
@@ -211,7 +211,7 @@ pub async fn readlink(s: &Session, path: &str) -> anyhow::Result<()> {
 }
 
 /// `df` (FSSTAT of the root, and FSINFO's transfer sizes).
-pub async fn df(s: &Session) -> anyhow::Result<()> {
+pub async fn df(s: &Mounted) -> anyhow::Result<()> {
     let f = s.nfs().fsstat(&s.root).await?;
     let i = &s.fsinfo;
     let used = f.tbytes.saturating_sub(f.fbytes);

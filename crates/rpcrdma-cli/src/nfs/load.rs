@@ -20,7 +20,7 @@ use nfs3::client::Nfs3Client;
 use nfs3::types::{Ftype3, NfsFh3, Sattr3, StableHow};
 
 use super::commands::parent_and_name;
-use super::session::Session;
+use super::mounted::Mounted;
 use super::wire::Wire;
 use super::{BenchArgs, BenchOp, NfsArgs};
 use crate::bench::{self, Load, Outcome, RunInfo};
@@ -123,7 +123,7 @@ pub async fn run(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<()> {
         depth: b.depth,
         connections: b.connections,
     };
-    let session = match setup(args, b).await {
+    let mounted = match setup(args, b).await {
         Ok(s) => s,
         Err(e) => {
             if b.json {
@@ -133,7 +133,7 @@ pub async fn run(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    let (session, fh, slots) = session;
+    let (mounted, fh, slots) = mounted;
     let next = Arc::new(AtomicU64::new(0));
     let data = Bytes::from(
         (0..b.size as usize)
@@ -141,7 +141,7 @@ pub async fn run(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<()> {
             .collect::<Vec<u8>>(),
     );
     let mut loads = Vec::new();
-    for (c, nfs) in session.clients.iter().enumerate() {
+    for (c, nfs) in mounted.clients.iter().enumerate() {
         for d in 0..b.depth {
             loads.push(NfsLoad {
                 nfs: nfs.clone(),
@@ -182,12 +182,12 @@ pub async fn run(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<()> {
     outcome.interrupted = interrupted.load(Relaxed);
     if b.op == BenchOp::Write {
         // Outside the measurement: leave the data durable.
-        let commit = tokio::time::timeout(Duration::from_secs(30), session.nfs().commit(&fh, 0, 0));
+        let commit = tokio::time::timeout(Duration::from_secs(30), mounted.nfs().commit(&fh, 0, 0));
         if let Ok(Err(e)) = commit.await {
             eprintln!("rpcrdma: warning: final COMMIT failed: {e}");
         }
     }
-    session.close().await;
+    mounted.close().await;
     if b.json {
         println!("{}", bench::run_json(&outcome, &run));
     } else {
@@ -207,12 +207,12 @@ pub async fn run(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<()> {
 
 /// Mounts, opens the connections and the file; returns the number of
 /// SIZE-aligned slots the run uses.
-async fn setup(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<(Session, NfsFh3, u64)> {
+async fn setup(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<(Mounted, NfsFh3, u64)> {
     if b.size == 0 {
         anyhow::bail!("--size must be at least 1 byte");
     }
-    let session = Session::open(args, b.connections).await?;
-    let (rtmax, wtmax) = session.max_io();
+    let mounted = Mounted::open(args, b.connections).await?;
+    let (rtmax, wtmax) = mounted.max_io();
     let max = if b.op == BenchOp::Read { rtmax } else { wtmax };
     if b.size > max {
         anyhow::bail!(
@@ -226,8 +226,8 @@ async fn setup(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<(Session, NfsFh3
             format_size(max.into())
         );
     }
-    let (dir, name) = parent_and_name(&session, &b.file).await?;
-    let nfs = session.nfs();
+    let (dir, name) = parent_and_name(&mounted, &b.file).await?;
+    let nfs = mounted.nfs();
     let (fh, file_size) = match nfs.lookup(&dir, name.as_bytes()).await {
         Ok(l) => {
             let a = match l.obj_attributes {
@@ -271,5 +271,5 @@ async fn setup(args: &NfsArgs, b: &BenchArgs) -> anyhow::Result<(Session, NfsFh3
             format_size(b.size.into())
         );
     }
-    Ok((session, fh, slots))
+    Ok((mounted, fh, slots))
 }

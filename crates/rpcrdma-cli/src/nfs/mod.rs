@@ -7,7 +7,7 @@
 //! rpcbind does not know, on PORT itself (`rpcrdma nfsd` serves MOUNT on
 //! every TCP listener). Every PATH is relative to the export.
 //!
-//! * [`session`]: connecting and mounting;
+//! * [`mounted`]: connecting and mounting;
 //! * [`commands`]: `ls`, `stat`, `cat`, `mkdir`, `rm`, `rmdir`, `mv`,
 //!   `ln -s`, `readlink`, `df`;
 //! * [`transfer`]: `get` and `put`, streamed with several calls in flight;
@@ -17,8 +17,8 @@
 mod commands;
 mod format;
 mod load;
+mod mounted;
 mod read;
-mod session;
 mod transfer;
 mod wire;
 
@@ -219,8 +219,8 @@ pub async fn run(args: NfsArgs) -> anyhow::Result<()> {
         NfsCommand::Bench(b) => return load::run(&args, b).await,
         NfsCommand::Fs(command) => command,
     };
-    let session = session::Session::open(&args, 1).await?;
-    let s = &session;
+    let mounted = mounted::Mounted::open(&args, 1).await?;
+    let s = &mounted;
     let result = match command {
         FsCommand::Ls { long, path } => commands::ls(s, path, *long).await,
         FsCommand::Stat { path } => commands::stat(s, path).await,
@@ -235,6 +235,6 @@ pub async fn run(args: NfsArgs) -> anyhow::Result<()> {
         FsCommand::Readlink { path } => commands::readlink(s, path).await,
         FsCommand::Df => commands::df(s).await,
     };
-    session.close().await;
+    mounted.close().await;
     result
 }

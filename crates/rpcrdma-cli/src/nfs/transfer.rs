@@ -21,7 +21,7 @@ use nfs3::types::{Ftype3, NfsFh3, Sattr3, StableHow, Writeverf3};
 use tokio::task::JoinSet;
 
 use super::commands::{parent_and_name, resolve};
-use super::session::Session;
+use super::mounted::Mounted;
 use super::wire::Wire;
 use crate::size::format_size;
 
@@ -54,7 +54,7 @@ fn rate(bytes: u64, elapsed: Duration) -> String {
 }
 
 /// `get REMOTE LOCAL`.
-pub async fn get(s: &Session, remote: &str, local: &Path, in_flight: usize) -> anyhow::Result<()> {
+pub async fn get(s: &Mounted, remote: &str, local: &Path, in_flight: usize) -> anyhow::Result<()> {
     let (fh, attrs) = resolve(s, remote).await?;
     if attrs.ftype != Ftype3::Reg {
         anyhow::bail!("{remote:?} is not a regular file");
@@ -134,7 +134,7 @@ struct Written {
 }
 
 /// `put LOCAL REMOTE`.
-pub async fn put(s: &Session, local: &Path, remote: &str, in_flight: usize) -> anyhow::Result<()> {
+pub async fn put(s: &Mounted, local: &Path, remote: &str, in_flight: usize) -> anyhow::Result<()> {
     let file = Arc::new(
         std::fs::File::open(local).with_context(|| format!("cannot open {}", local.display()))?,
     );

@@ -20,7 +20,7 @@ use crate::rpcbind::{port_of_universal_address, Rpcbind, RPCBIND_PORT};
 use crate::target::{NfsTarget, Target};
 
 /// A mounted export with one or more NFS connections.
-pub struct Session {
+pub struct Mounted {
     /// The export, as given.
     pub url: NfsTarget,
     /// The NFS clients, one per connection.
@@ -90,9 +90,9 @@ fn credential(args: &NfsArgs) -> anyhow::Result<Credential> {
     Ok(nfs3::client::auth_sys(uid, gid, vec![], &host)?)
 }
 
-impl Session {
+impl Mounted {
     /// MNTs the export and opens `connections` NFS connections.
-    pub async fn open(args: &NfsArgs, connections: usize) -> anyhow::Result<Session> {
+    pub async fn open(args: &NfsArgs, connections: usize) -> anyhow::Result<Mounted> {
         let url = args.url.clone();
         let cred = credential(args)?;
         let mount_addr = mount_address(&url, args.mount_port).await?;
@@ -139,7 +139,7 @@ impl Session {
             .fsinfo(&root)
             .await
             .with_context(|| format!("FSINFO of {url}"))?;
-        Ok(Session {
+        Ok(Mounted {
             url,
             clients,
             root,

@@ -103,12 +103,12 @@ pub struct Connection {
     /// do not carry RPC-over-RDMA, which tshark 4.0 reports as malformed
     /// RPCoRDMA packets (its heuristic reads before checking the length).
     pub short_sends: u64,
-    /// NFS READ replies (RDMA_MSG/RDMA_MSGP from the responder) whose
-    /// data went into a Write chunk of a length that is not a multiple of
+    /// NFS READ (and READLINK) replies (RDMA_MSG/RDMA_MSGP from the
+    /// responder) whose data went into a Write chunk of a length that is not a multiple of
     /// 4: RFC 8166 §3.4.6 forbids XDR roundup padding in a Write chunk,
     /// but tshark 4.0's NFS dissector expects the pad after the data it
     /// re-inserted and reports the reply as malformed. Only that
-    /// malformed report, inside the READ reply's data, is excused (listed).
+    /// malformed report, last in such a reply, is excused (listed).
     pub unpadded_read_replies: u64,
     /// TCP flow-control warnings (not failures).
     pub flow_control_warnings: u64,
@@ -599,10 +599,7 @@ fn judge_connection(
                         &mut answered,
                     );
                 }
-                Item::Rpcordma(_)
-                | Item::Rpc(_)
-                | Item::Reassembled { .. }
-                | Item::NfsReadReply(_) => {
+                Item::Rpcordma(_) | Item::Rpc(_) | Item::Reassembled { .. } | Item::Nfs3 { .. } => {
                     fail(&mut c, f.number, "RPC layer outside an FPDU".into())
                 }
                 Item::MpaRequest(_) | Item::MpaReply(_) => {}
@@ -706,7 +703,7 @@ fn judge_connection(
             c.excused.push(Failure {
                 frame: *frame,
                 what: format!(
-                    "NFS READ reply data in a Write chunk without XDR roundup padding (RFC 8166 §3.4.6), which tshark 4.0's NFS dissector reads past: expert error: {msg}"
+                    "NFS READ/READLINK reply data in a Write chunk without XDR roundup padding (RFC 8166 §3.4.6), which tshark 4.0's NFS dissector reads past: expert error: {msg}"
                 ),
             });
             continue;
@@ -769,10 +766,13 @@ fn judge_connection(
     c
 }
 
-/// Whether an FPDU's layers are an NFS READ reply (RFC 1813 §3.3.6)
-/// carried in RDMA_MSG/RDMA_MSGP whose data of a length that is not a
-/// multiple of 4 went into a Write chunk of exactly that length, with
-/// tshark's malformed report last, after the READ reply.
+/// Whether an FPDU's layers are an NFS version 3 reply carried in
+/// RDMA_MSG/RDMA_MSGP whose DDP-eligible result went into a Write chunk
+/// of a length that is not a multiple of 4 (RFC 8166 §3.4.6: no XDR
+/// roundup padding), with tshark's malformed NFS report last, right after
+/// the NFS layer: a READ reply (RFC 1813 §3.3.6) whose data length is the
+/// chunk's length, or a READLINK reply (RFC 1813 §3.3.5; its pathname is
+/// DDP-eligible by RFC 8267) whose chunk tshark re-inserted.
 fn unpadded_read_reply(inner: &[&Item]) -> bool {
     let Some(r) = inner.iter().find_map(|i| match i {
         Item::Rpcordma(r) => Some(r),
@@ -786,18 +786,23 @@ fn unpadded_read_reply(inner: &[&Item]) -> bool {
     let reply = inner
         .iter()
         .any(|i| matches!(i, Item::Rpc(x) if x.xid == r.xid && !x.call));
-    let Some(at) = inner
-        .iter()
-        .position(|i| matches!(i, Item::NfsReadReply(_)))
-    else {
+    let reassembled = inner.iter().any(|i| matches!(i, Item::Reassembled { .. }));
+    let Some(at) = inner.iter().position(|i| matches!(i, Item::Nfs3 { .. })) else {
         return false;
     };
-    let Item::NfsReadReply(len) = inner[at] else {
-        return false;
+    let unpadded = |l: &u64| !l.is_multiple_of(4);
+    let eligible = match inner[at] {
+        Item::Nfs3 {
+            procedure: 6,
+            read_len: Some(len),
+        } => unpadded(len) && r.write_chunk_lengths.contains(len),
+        Item::Nfs3 { procedure: 5, .. } => {
+            reassembled && r.write_chunk_lengths.iter().any(unpadded)
+        }
+        _ => false,
     };
     reply
-        && len % 4 != 0
-        && r.write_chunk_lengths.contains(len)
+        && eligible
         && inner.len() == at + 2
         && matches!(inner[at + 1], Item::Malformed(t) if t == "[Malformed Packet: NFS]")
 }
@@ -1642,7 +1647,10 @@ mod tests {
                     xid: 4,
                     call: from_ini,
                 }),
-                Item::NfsReadReply(len),
+                Item::Nfs3 {
+                    procedure: 6,
+                    read_len: Some(len),
+                },
                 Item::Malformed(format!("[Malformed Packet: {layer}]")),
             ],
         ));
@@ -1663,7 +1671,9 @@ mod tests {
         assert!(v.passed(), "{v:?}");
         assert_eq!(v.connections[0].unpadded_read_replies, 1);
         assert_eq!(v.connections[0].excused.len(), 2);
-        assert!(crate::report::one_line(&v).contains("2 excused faults (1 unpadded NFS READ"));
+        assert!(
+            crate::report::one_line(&v).contains("2 excused faults (1 unpadded NFS READ/READLINK")
+        );
         // A chunk length that is a multiple of 4, a chunk length other than
         // the READ data's, a report of another layer, or a call: fails.
         for (len, chunk, layer, from_ini) in [
@@ -1680,6 +1690,18 @@ mod tests {
                 "{len} {chunk} {layer} {from_ini}: {v:?}"
             );
             assert_eq!(v.connections[0].unpadded_read_replies, 0);
+        }
+        // A READLINK reply (no data length in tshark's summary): excused
+        // with an unpadded Write chunk only; another procedure fails.
+        for (procedure, chunk, ok) in [(5, 5, true), (5, 8, false), (3, 5, false)] {
+            let (mut fs, m) = read_reply(5, chunk, "NFS", false);
+            fs[2].items[4] = Item::Nfs3 {
+                procedure,
+                read_len: None,
+            };
+            let v = judge(&fs, &m);
+            assert_eq!(v.passed(), ok, "{procedure} {chunk}: {v:?}");
+            assert_eq!(v.connections[0].unpadded_read_replies, u64::from(ok));
         }
         // A second malformed report in the frame: fails.
         let (mut fs, m) = read_reply(33, 33, "NFS", false);

@@ -40,10 +40,11 @@
 //!   program unknown to Wireshark cannot): for Write chunks the oracle
 //!   checks the reduced reply and the RDMA Writes, and counts them.
 //! * RFC 8166 §3.4.6 forbids XDR roundup padding in a Write chunk, but
-//!   the NFS dissector expects it after the READ data tshark re-inserted:
-//!   an NFS READ reply whose Write chunk (of exactly the data's length) is
-//!   not a multiple of 4 shows as malformed NFS. Only that report, last in
-//!   the READ reply, is excused, listed and counted in the verdict line.
+//!   the NFS dissector expects it after the data tshark re-inserted: an
+//!   NFS READ reply whose Write chunk (of exactly the data's length), or a
+//!   READLINK reply whose Write chunk, is not a multiple of 4 shows as
+//!   malformed NFS. Only that report, last in such a reply, is excused,
+//!   listed and counted in the verdict line.
 //! * `packet_is_rpcordma` reads the 16-byte header before checking the
 //!   length, so RDMA Sends shorter than that on connections that do not
 //!   carry RPC-over-RDMA show as malformed RPCoRDMA: counted, not failed.

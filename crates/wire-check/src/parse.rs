@@ -213,9 +213,14 @@ pub enum Item {
     },
     /// "[Malformed Packet…]".
     Malformed(String),
-    /// An NFS READ reply ("Network File System, READ Reply Len: N"): the
-    /// length of its data.
-    NfsReadReply(u64),
+    /// An NFS version 3 layer ("Network File System…") below an RPC
+    /// message of program 100003 version 3.
+    Nfs3 {
+        /// The RPC message's procedure (RFC 1813 §3.3: 5 READLINK, 6 READ…).
+        procedure: u32,
+        /// The data length of a READ reply ("READ Reply Len: N").
+        read_len: Option<u64>,
+    },
 }
 
 /// One frame of the capture.
@@ -266,6 +271,7 @@ enum Block {
     Mpa,
     Ddp,
     Rpcordma,
+    Rpc,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -281,6 +287,8 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
     let mut cur: Option<Frame> = None;
     let mut block = Block::Other;
     let mut list = List::None;
+    // Program, version and procedure of the frame's last RPC message.
+    let mut rpc_proc: (Option<u64>, Option<u64>, Option<u64>) = (None, None, None);
     let mut n = 0u64;
     for (i, line) in input.lines().enumerate() {
         let line = line?;
@@ -295,6 +303,7 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
         if !line.starts_with(' ') {
             block = Block::Other;
             if let Some(rest) = line.strip_prefix("Frame ") {
+                rpc_proc = (None, None, None);
                 if let Some(f) = cur.take() {
                     sink(f);
                     n += 1;
@@ -351,6 +360,8 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
                     .and_then(|i| num(&rest[i + 4..]))
                     .ok_or_else(|| bad("RPC XID"))? as u32;
                 f.items.push(Item::Rpc(Rpc { xid, call }));
+                block = Block::Rpc;
+                rpc_proc = (None, None, None);
             } else if line.starts_with('[') && line.contains("Reassembled RPCoRDMA fragments (") {
                 let fragments = num(&line[1..]).ok_or_else(|| bad("fragment count"))? as u32;
                 let at = line
@@ -360,9 +371,18 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
                 f.items.push(Item::Reassembled { fragments, bytes });
             } else if line.starts_with("[Malformed Packet") {
                 f.items.push(Item::Malformed(line.clone()));
-            } else if let Some(rest) = line.strip_prefix("Network File System, READ Reply Len: ") {
-                let len = num(rest).ok_or_else(|| bad("NFS READ reply length"))?;
-                f.items.push(Item::NfsReadReply(len));
+            } else if line == "Network File System" || line.starts_with("Network File System, ") {
+                if let (Some(100003), Some(3), Some(p)) = rpc_proc {
+                    let read_len = match line.strip_prefix("Network File System, READ Reply Len: ")
+                    {
+                        Some(rest) => Some(num(rest).ok_or_else(|| bad("NFS READ reply length"))?),
+                        None => None,
+                    };
+                    f.items.push(Item::Nfs3 {
+                        procedure: p as u32,
+                        read_len,
+                    });
+                }
             }
             continue;
         }
@@ -370,6 +390,18 @@ pub fn parse_verbose<R: BufRead>(input: R, mut sink: impl FnMut(Frame)) -> Resul
         let trimmed = line.trim();
         match block {
             Block::Other | Block::Tcp => {}
+            Block::Rpc => {
+                // "[Program: NFS (100003)]", "[Program Version: 3]",
+                // "[Procedure: READLINK (5)]".
+                let paren = |t: &str| t.rfind('(').and_then(|i| num(&t[i + 1..]));
+                if let Some(t) = trimmed.strip_prefix("[Program: ") {
+                    rpc_proc.0 = paren(t);
+                } else if let Some(t) = trimmed.strip_prefix("[Program Version: ") {
+                    rpc_proc.1 = num(t);
+                } else if let Some(t) = trimmed.strip_prefix("[Procedure: ") {
+                    rpc_proc.2 = paren(t);
+                }
+            }
             Block::Mpa => {
                 if line.starts_with("    ") && !line.starts_with("     ") {
                     match trimmed {
@@ -742,7 +774,13 @@ Network File System, READ Reply Len: 33
         assert_eq!(r.write_handles, vec![0x5dde5bea]);
         assert_eq!(r.write_chunk_lengths, vec![33]);
         let n = f.items.len();
-        assert_eq!(f.items[n - 2], Item::NfsReadReply(33));
+        assert_eq!(
+            f.items[n - 2],
+            Item::Nfs3 {
+                procedure: 6,
+                read_len: Some(33)
+            }
+        );
         assert_eq!(
             f.items[n - 1],
             Item::Malformed("[Malformed Packet: NFS]".into())

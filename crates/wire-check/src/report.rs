@@ -89,7 +89,7 @@ pub fn summary(v: &Verdict) -> String {
     );
     let _ = writeln!(
         s,
-        "NFS READ replies with data of a length not a multiple of 4 in a Write chunk without XDR roundup padding (RFC 8166 §3.4.6) that tshark 4.0 calls malformed NFS (excused, listed): {}",
+        "NFS READ/READLINK replies with data of a length not a multiple of 4 in a Write chunk without XDR roundup padding (RFC 8166 §3.4.6) that tshark 4.0 calls malformed NFS (excused, listed): {}",
         sum(|c| c.unpadded_read_replies)
     );
     let _ = writeln!(
@@ -164,7 +164,7 @@ pub fn one_line(v: &Verdict) -> String {
     let failures = v.failures().count() + v.resegment.incomplete_directions.len();
     let excused: usize = v.connections.iter().map(|c| c.excused.len()).sum();
     format!(
-        "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults ({} unpadded NFS READ Write chunks, {} reused chunk handles judged without tshark), {} failures",
+        "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults ({} unpadded NFS READ/READLINK Write chunks, {} reused chunk handles judged without tshark), {} failures",
         if v.passed() { "PASS" } else { "FAIL" },
         v.connections.len(),
         sum(|c| c.fpdus),

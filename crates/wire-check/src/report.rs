@@ -164,7 +164,7 @@ pub fn one_line(v: &Verdict) -> String {
     let failures = v.failures().count() + v.resegment.incomplete_directions.len();
     let excused: usize = v.connections.iter().map(|c| c.excused.len()).sum();
     format!(
-        "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults ({} unpadded NFS READ/READLINK Write chunks, {} reused chunk handles judged without tshark), {} failures",
+        "wire oracle: {}: {} iWARP connections, {} FPDUs, {} RPC messages decoded, {} reassembled from chunks, {} replies with Write chunks, {} excused faults (in {} NFS READ/READLINK replies with unpadded Write chunks), {} reused chunk handles judged without tshark, {} failures",
         if v.passed() { "PASS" } else { "FAIL" },
         v.connections.len(),
         sum(|c| c.fpdus),

@@ -1671,9 +1671,8 @@ mod tests {
         assert!(v.passed(), "{v:?}");
         assert_eq!(v.connections[0].unpadded_read_replies, 1);
         assert_eq!(v.connections[0].excused.len(), 2);
-        assert!(
-            crate::report::one_line(&v).contains("2 excused faults (in 1 NFS READ/READLINK replies")
-        );
+        assert!(crate::report::one_line(&v)
+            .contains("2 excused faults (in 1 NFS READ/READLINK replies"));
         // A chunk length that is a multiple of 4, a chunk length other than
         // the READ data's, a report of another layer, or a call: fails.
         for (len, chunk, layer, from_ini) in [

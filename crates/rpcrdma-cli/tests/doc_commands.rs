@@ -231,6 +231,31 @@ fn lines_match(pattern: &[String], lines: &[&str]) -> bool {
     }
 }
 
+/// A listener on a free loopback port below the kernel's ephemeral range.
+/// The page's servers bind the port only after it is released: an
+/// ephemeral port could meanwhile become the local end of some other
+/// process's outgoing connection, a port below the range cannot.
+fn free_port_below_ephemeral() -> TcpListener {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let (first, last) = (10_000u16, low.saturating_sub(1).max(10_001));
+    // Start at a place that differs between runs and processes.
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    let span = u64::from(last - first);
+    for k in 0..span {
+        let port = first + ((seed.wrapping_mul(2_654_435_761) + k) % span) as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            return l;
+        }
+    }
+    TcpListener::bind("127.0.0.1:0").expect("a free port")
+}
+
 /// Loopback ports written in a page, each mapped to a free port.
 #[derive(Default)]
 struct Ports {
@@ -261,7 +286,7 @@ impl Ports {
             } else {
                 let held = &mut self.held;
                 let new = self.map.entry(port.to_owned()).or_insert_with(|| {
-                    let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
+                    let l = free_port_below_ephemeral();
                     let p = l.local_addr().unwrap().port().to_string();
                     held.push(l);
                     p

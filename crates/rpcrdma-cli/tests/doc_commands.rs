@@ -12,14 +12,15 @@
 //!   line. A command ending in `# exit N` must exit with status N.
 //! - A block whose info string says `checked-by=NAME` is run by the test
 //!   `NAME` instead (for commands that need root or a Linux kernel client);
-//!   this test only checks that a `fn NAME` exists in the tree.
+//!   this test only checks that a `fn NAME` exists under `crates/` or a
+//!   shell function `NAME()` (a kernel scenario) under `scripts/`.
 //! - Blocks of any other tag are not run, and in these pages a line of such
 //!   a block may not look like a shell prompt (`$ `): a command shown must be
 //!   a command run.
 //!
 //! How commands run: through `bash -c` in the workspace root, with `rpcrdma`
 //! on `PATH` meaning the binary under test. Every loopback port written in a
-//! page (`127.0.0.1:20049`, `[::1]:20050`) is replaced, in commands and
+//! page (`127.0.0.1:20049`, `[::1]:20050`, `--mount-port 20048`) is replaced, in commands and
 //! expected output alike, by a free port picked for this run. A command
 //! ending in `&` runs in the background until `kill %N` (SIGTERM to job N,
 //! numbered as a shell numbers them), which must make it exit 0; jobs still
@@ -269,7 +270,7 @@ impl Ports {
         let mut out = String::new();
         let mut rest = text;
         loop {
-            let hit = ["127.0.0.1:", "[::1]:", "localhost:"]
+            let hit = ["127.0.0.1:", "[::1]:", "localhost:", "--mount-port "]
                 .iter()
                 .filter_map(|h| rest.find(h).map(|at| (at, h.len())))
                 .min();
@@ -616,14 +617,23 @@ impl Page {
     }
 
     fn check_checked_by(&mut self, line: usize, name: &str) {
-        let needle = format!("fn {name}(");
-        let found = Command::new("grep")
-            .args(["-rqF", "--include=*.rs", &needle, "crates"])
-            .current_dir(root())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            self.fail(line, name, format!("checked-by names no test `{needle}`"));
+        let grep = |needle: &str, include: &str, dir: &str| {
+            Command::new("grep")
+                .args(["-rqF", include, needle, dir])
+                .current_dir(root())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let test_fn = format!("fn {name}(");
+        let scenario_fn = format!("{name}() {{");
+        if !grep(&test_fn, "--include=*.rs", "crates")
+            && !grep(&scenario_fn, "--include=*.sh", "scripts")
+        {
+            self.fail(
+                line,
+                name,
+                format!("checked-by names no test `{test_fn}` and no scenario `{scenario_fn}`"),
+            );
         }
     }
 

@@ -319,6 +319,28 @@ fn dir_for_change(c: &Ctx<'_>, d: &Obj) -> NfsResult<()> {
     )
 }
 
+/// The steps CREATE, MKDIR, SYMLINK and MKNOD share (§3.3.8–§3.3.11):
+/// resolve the directory, require that it may change, take a plain name
+/// (`.` and `..` are NFS3ERR_EXIST), let `make` create the object under
+/// that name, and answer with [`created`].
+fn create_entry<'n>(
+    c: &Ctx<'_>,
+    where_: &'n Diropargs3,
+    make: impl FnOnce(&Obj, &'n [u8]) -> NfsResult<Obj>,
+) -> Create3Res {
+    let d = match c.resolve_dir(&where_.dir) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let before = d.st;
+    let name = match dir_for_change(c, &d).and_then(|_| c.plain_name(&where_.name, NfsErr::Exist)) {
+        Ok(n) => n,
+        Err(e) => return created(c, &d, &before, Err(e), b""),
+    };
+    let r = make(&d, name);
+    created(c, &d, &before, r, name)
+}
+
 /// Finish a creating procedure: the result with the new object's handle
 /// and attributes and the directory's wcc data.
 fn created(
@@ -385,18 +407,7 @@ fn verf_times(v: &Createverf3) -> (u32, u32) {
 
 /// CREATE (§3.3.8) in UNCHECKED, GUARDED and EXCLUSIVE modes.
 pub fn create(c: &Ctx<'_>, a: Create3Args) -> Create3Res {
-    let d = match c.resolve_dir(&a.where_.dir) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
-    let before = d.st;
-    let name = match dir_for_change(c, &d).and_then(|_| c.plain_name(&a.where_.name, NfsErr::Exist))
-    {
-        Ok(n) => n,
-        Err(e) => return created(c, &d, &before, Err(e), b""),
-    };
-    let r = create_in(c, &d, name, &a.how);
-    created(c, &d, &before, r, name)
+    create_entry(c, &a.where_, |d, name| create_in(c, d, name, &a.how))
 }
 
 fn create_in(c: &Ctx<'_>, d: &Obj, name: &[u8], how: &Createhow3) -> NfsResult<Obj> {
@@ -468,67 +479,35 @@ fn create_in(c: &Ctx<'_>, d: &Obj, name: &[u8], how: &Createhow3) -> NfsResult<O
 
 /// MKDIR (§3.3.9).
 pub fn mkdir(c: &Ctx<'_>, a: Mkdir3Args) -> Mkdir3Res {
-    let d = match c.resolve_dir(&a.where_.dir) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
-    let before = d.st;
-    let name = match dir_for_change(c, &d).and_then(|_| c.plain_name(&a.where_.name, NfsErr::Exist))
-    {
-        Ok(n) => n,
-        Err(e) => return created(c, &d, &before, Err(e), b""),
-    };
-    let r = (|| {
+    create_entry(c, &a.where_, |d, name| {
         rfs::mkdirat(d.fd.as_fd(), name, Mode::from_raw_mode(0o700))?;
         let o = c.ex.open_child(d.fd.as_fd(), name)?;
-        init_new(c, &d, &o, &a.attributes, 0o755)?;
+        init_new(c, d, &o, &a.attributes, 0o755)?;
         Ok(o)
-    })();
-    created(c, &d, &before, r, name)
+    })
 }
 
 /// SYMLINK (§3.3.10): the text is stored as given; the server never
 /// follows it.
 pub fn symlink(c: &Ctx<'_>, a: Symlink3Args) -> Symlink3Res {
-    let d = match c.resolve_dir(&a.where_.dir) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
-    let before = d.st;
-    let name = match dir_for_change(c, &d).and_then(|_| c.plain_name(&a.where_.name, NfsErr::Exist))
-    {
-        Ok(n) => n,
-        Err(e) => return created(c, &d, &before, Err(e), b""),
-    };
-    let r = (|| {
+    create_entry(c, &a.where_, |d, name| {
         let target = a.symlink.symlink_data.as_bytes();
         if target.is_empty() || target.contains(&0) {
             return Err(NfsErr::Inval);
         }
         rfs::symlinkat(target, d.fd.as_fd(), name)?;
         let o = c.ex.open_child(d.fd.as_fd(), name)?;
-        let (uid, gid) = c.new_owner(&d);
+        let (uid, gid) = c.new_owner(d);
         setattr::set_new_owner(c, &o, uid, gid)?;
         Ok(o)
-    })();
-    created(c, &d, &before, r, name)
+    })
 }
 
 /// MKNOD (§3.3.11): FIFOs and sockets for anyone allowed to create;
 /// character and block devices only for unsquashed root (NFS3ERR_PERM
 /// otherwise); other types NFS3ERR_BADTYPE.
 pub fn mknod(c: &Ctx<'_>, a: Mknod3Args) -> Mknod3Res {
-    let d = match c.resolve_dir(&a.where_.dir) {
-        Ok(d) => d,
-        Err(e) => return fail(e),
-    };
-    let before = d.st;
-    let name = match dir_for_change(c, &d).and_then(|_| c.plain_name(&a.where_.name, NfsErr::Exist))
-    {
-        Ok(n) => n,
-        Err(e) => return created(c, &d, &before, Err(e), b""),
-    };
-    let r = (|| {
+    create_entry(c, &a.where_, |d, name| {
         let (ft, s, dev) = match &a.what {
             Mknoddata3::Fifo(s) => (FileType::Fifo, s, 0),
             Mknoddata3::Sock(s) => (FileType::Socket, s, 0),
@@ -551,10 +530,9 @@ pub fn mknod(c: &Ctx<'_>, a: Mknod3Args) -> Mknod3Res {
         };
         rfs::mknodat(d.fd.as_fd(), name, ft, Mode::from_raw_mode(0o600), dev)?;
         let o = c.ex.open_child(d.fd.as_fd(), name)?;
-        init_new(c, &d, &o, s, 0o644)?;
+        init_new(c, d, &o, s, 0o644)?;
         Ok(o)
-    })();
-    created(c, &d, &before, r, name)
+    })
 }
 
 /// REMOVE (§3.3.12) and RMDIR (§3.3.13), with the sticky-directory rule.

@@ -104,48 +104,24 @@ fn next(c: &Ctx<'_>, d: &Obj, dir: &mut rfs::Dir) -> NfsResult<Option<Raw>> {
     }
 }
 
-/// READDIR (§3.3.16).
-pub fn readdir(c: &Ctx<'_>, a: Readdir3Args) -> Readdir3Res {
-    let d = match c.resolve(&a.dir) {
+/// What READDIR and READDIRPLUS share: resolve the directory, open it at
+/// `cookie` (checking `verf`), let `list` build the reply's list from it,
+/// and answer with the directory's `post_op_attr` (on failure too) and
+/// its cookie verifier (§3.3.16, §3.3.17).
+fn listing<L, T>(
+    c: &Ctx<'_>,
+    fh: &NfsFh3,
+    cookie: u64,
+    verf: &Cookieverf3,
+    list: impl FnOnce(&Obj, rfs::Dir) -> NfsResult<L>,
+    ok: impl FnOnce(PostOpAttr, Cookieverf3, L) -> T,
+) -> R3<T, PostOpAttrFail> {
+    let d = match c.resolve(fh) {
         Ok(d) => d,
         Err(e) => return R3::Fail(stat(e), PostOpAttrFail::default()),
     };
-    let r = (|| {
-        let mut dir = open_at_cookie(c, &d, a.cookie, &a.cookieverf)?;
-        let count = (a.count.min(c.ex.options().max_io)) as usize;
-        let mut used = FIXED;
-        let mut entries = Vec::new();
-        let mut eof = false;
-        loop {
-            let Some(e) = next(c, &d, &mut dir)? else {
-                eof = true;
-                break;
-            };
-            let size = 4 + 8 + xdr_name_len(e.name.len()) + 8;
-            if used + size > count || entries.len() >= MAX_ENTRIES {
-                break;
-            }
-            used += size;
-            if e.name != b"." && e.name != b".." {
-                c.ex.note_location(e.ino, d.id.ino, &e.name);
-            }
-            entries.push(Entry3 {
-                fileid: e.ino,
-                name: Filename3(Bytes::from(e.name)),
-                cookie: e.cookie,
-            });
-        }
-        if entries.is_empty() && !eof {
-            return Err(NfsErr::Toosmall);
-        }
-        Ok(Dirlist3 { entries, eof })
-    })();
-    match r {
-        Ok(reply) => R3::Ok(Readdir3ResOk {
-            dir_attributes: post_op(c.ex, &d),
-            cookieverf: cookieverf(&d),
-            reply,
-        }),
+    match open_at_cookie(c, &d, cookie, verf).and_then(|dir| list(&d, dir)) {
+        Ok(reply) => R3::Ok(ok(post_op(c.ex, &d), cookieverf(&d), reply)),
         Err(e) => R3::Fail(
             stat(e),
             PostOpAttrFail {
@@ -155,15 +131,74 @@ pub fn readdir(c: &Ctx<'_>, a: Readdir3Args) -> Readdir3Res {
     }
 }
 
+/// Read entries of `d` from `dir` while `take` turns each into a reply
+/// entry (`take` sees how many are already taken; `None` means the reply
+/// is full). The entries and whether the end was reached; when not even
+/// the first entry fits, NFS3ERR_TOOSMALL.
+fn fill<E>(
+    c: &Ctx<'_>,
+    d: &Obj,
+    mut dir: rfs::Dir,
+    mut take: impl FnMut(Raw, usize) -> Option<E>,
+) -> NfsResult<(Vec<E>, bool)> {
+    let mut entries = Vec::new();
+    let mut eof = false;
+    loop {
+        let Some(e) = next(c, d, &mut dir)? else {
+            eof = true;
+            break;
+        };
+        match take(e, entries.len()) {
+            Some(entry) => entries.push(entry),
+            None => break,
+        }
+    }
+    if entries.is_empty() && !eof {
+        return Err(NfsErr::Toosmall);
+    }
+    Ok((entries, eof))
+}
+
+/// READDIR (§3.3.16).
+pub fn readdir(c: &Ctx<'_>, a: Readdir3Args) -> Readdir3Res {
+    let list = |d: &Obj, dir| {
+        let count = (a.count.min(c.ex.options().max_io)) as usize;
+        let mut used = FIXED;
+        let (entries, eof) = fill(c, d, dir, |e, taken| {
+            let size = 4 + 8 + xdr_name_len(e.name.len()) + 8;
+            if used + size > count || taken >= MAX_ENTRIES {
+                return None;
+            }
+            used += size;
+            if e.name != b"." && e.name != b".." {
+                c.ex.note_location(e.ino, d.id.ino, &e.name);
+            }
+            Some(Entry3 {
+                fileid: e.ino,
+                name: Filename3(Bytes::from(e.name)),
+                cookie: e.cookie,
+            })
+        })?;
+        Ok(Dirlist3 { entries, eof })
+    };
+    listing(
+        c,
+        &a.dir,
+        a.cookie,
+        &a.cookieverf,
+        list,
+        |dir_attributes, cookieverf, reply| Readdir3ResOk {
+            dir_attributes,
+            cookieverf,
+            reply,
+        },
+    )
+}
+
 /// READDIRPLUS (§3.3.17): entries with attributes and handles (those need
 /// search permission on the directory too; without it they are omitted).
 pub fn readdirplus(c: &Ctx<'_>, a: Readdirplus3Args) -> Readdirplus3Res {
-    let d = match c.resolve(&a.dir) {
-        Ok(d) => d,
-        Err(e) => return R3::Fail(stat(e), PostOpAttrFail::default()),
-    };
-    let r = (|| {
-        let mut dir = open_at_cookie(c, &d, a.cookie, &a.cookieverf)?;
+    let list = |d: &Obj, dir| {
         let max_io = c.ex.options().max_io;
         let maxcount = a.maxcount.min(max_io) as usize;
         let dircount = if a.dircount == 0 {
@@ -174,16 +209,10 @@ pub fn readdirplus(c: &Ctx<'_>, a: Readdirplus3Args) -> Readdirplus3Res {
         let search = c.who.may(&d.owner(), MAY_EXEC);
         let mut used = FIXED;
         let mut dirinfo = 0usize;
-        let mut entries = Vec::new();
-        let mut eof = false;
-        loop {
-            let Some(e) = next(c, &d, &mut dir)? else {
-                eof = true;
-                break;
-            };
+        let (entries, eof) = fill(c, d, dir, |e, taken| {
             let info = 8 + xdr_name_len(e.name.len()) + 8;
             let (attrs, handle) = if search {
-                entry_attrs(c, &d, &e.name)
+                entry_attrs(c, d, &e.name)
             } else {
                 (None, None)
             };
@@ -195,41 +224,37 @@ pub fn readdirplus(c: &Ctx<'_>, a: Readdirplus3Args) -> Readdirplus3Res {
                 + handle
                     .as_ref()
                     .map_or(0, |h: &NfsFh3| xdr_name_len(h.len()));
-            let first = entries.is_empty();
+            let first = taken == 0;
             if used + size > maxcount
                 || (!first && dirinfo + info > dircount)
-                || entries.len() >= MAX_ENTRIES
+                || taken >= MAX_ENTRIES
             {
-                break;
+                return None;
             }
             used += size;
             dirinfo += info;
-            entries.push(Entryplus3 {
+            Some(Entryplus3 {
                 fileid: attrs.map_or(e.ino, |a| a.fileid),
                 name: Filename3(Bytes::from(e.name)),
                 cookie: e.cookie,
                 name_attributes: attrs,
                 name_handle: handle,
-            });
-        }
-        if entries.is_empty() && !eof {
-            return Err(NfsErr::Toosmall);
-        }
+            })
+        })?;
         Ok(Dirlistplus3 { entries, eof })
-    })();
-    match r {
-        Ok(reply) => R3::Ok(Readdirplus3ResOk {
-            dir_attributes: post_op(c.ex, &d),
-            cookieverf: cookieverf(&d),
+    };
+    listing(
+        c,
+        &a.dir,
+        a.cookie,
+        &a.cookieverf,
+        list,
+        |dir_attributes, cookieverf, reply| Readdirplus3ResOk {
+            dir_attributes,
+            cookieverf,
             reply,
-        }),
-        Err(e) => R3::Fail(
-            stat(e),
-            PostOpAttrFail {
-                attributes: post_op(c.ex, &d),
-            },
-        ),
-    }
+        },
+    )
 }
 
 /// Attributes and handle of `name` in `d` (`.` is `d`, `..` its parent

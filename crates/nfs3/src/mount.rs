@@ -23,6 +23,32 @@ use crate::codec::{
 use crate::procs::DecodeError;
 use crate::types::NfsFh3;
 
+/// A list type that is an XDR linked list on the wire (RFC 4506 §4.19:
+/// each item preceded by a TRUE, the end by FALSE), holding at most the
+/// given number of items when decoded.
+macro_rules! xdr_linked_list {
+    ($(#[$m:meta])* pub struct $name:ident(pub Vec<$item:ty>), at most $max:expr;) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name(pub Vec<$item>);
+
+        impl XdrEncode for $name {
+            fn encoded_len(&self) -> usize {
+                list_encoded_len(&self.0)
+            }
+            fn encode(&self, e: &mut Encoder<'_>) {
+                encode_list(&self.0, e)
+            }
+        }
+
+        impl XdrDecode for $name {
+            fn decode<R: XdrRead + ?Sized>(r: &mut R) -> xdr::Result<Self> {
+                Ok($name(decode_list(r, $max)?))
+            }
+        }
+    };
+}
+
 /// MOUNT program number.
 pub const MOUNT_PROGRAM: u32 = 100_005;
 /// MOUNT version 3.
@@ -189,24 +215,10 @@ xdr_struct! {
     }
 }
 
-/// `mountlist` (RFC 1813 Appendix I): the DUMP result, a linked list on
-/// the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Mountlist(pub Vec<Mountbody>);
-
-impl XdrEncode for Mountlist {
-    fn encoded_len(&self) -> usize {
-        list_encoded_len(&self.0)
-    }
-    fn encode(&self, e: &mut Encoder<'_>) {
-        encode_list(&self.0, e)
-    }
-}
-
-impl XdrDecode for Mountlist {
-    fn decode<R: XdrRead + ?Sized>(r: &mut R) -> xdr::Result<Self> {
-        Ok(Mountlist(decode_list(r, MAX_MOUNT_ENTRIES)?))
-    }
+xdr_linked_list! {
+    /// `mountlist` (RFC 1813 Appendix I): the DUMP result, a linked list on
+    /// the wire.
+    pub struct Mountlist(pub Vec<Mountbody>), at most MAX_MOUNT_ENTRIES;
 }
 
 impl PayloadEncode for Mountlist {
@@ -215,24 +227,10 @@ impl PayloadEncode for Mountlist {
     }
 }
 
-/// `groups` (RFC 1813 Appendix I): the hosts or groups an export is
-/// offered to (a linked list of [`Name`]s on the wire).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Groups(pub Vec<Name>);
-
-impl XdrEncode for Groups {
-    fn encoded_len(&self) -> usize {
-        list_encoded_len(&self.0)
-    }
-    fn encode(&self, e: &mut Encoder<'_>) {
-        encode_list(&self.0, e)
-    }
-}
-
-impl XdrDecode for Groups {
-    fn decode<R: XdrRead + ?Sized>(r: &mut R) -> xdr::Result<Self> {
-        Ok(Groups(decode_list(r, MAX_GROUPS)?))
-    }
+xdr_linked_list! {
+    /// `groups` (RFC 1813 Appendix I): the hosts or groups an export is
+    /// offered to (a linked list of [`Name`]s on the wire).
+    pub struct Groups(pub Vec<Name>), at most MAX_GROUPS;
 }
 
 xdr_struct! {
@@ -245,23 +243,9 @@ xdr_struct! {
     }
 }
 
-/// `exports` (RFC 1813 Appendix I): the EXPORT result.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Exports(pub Vec<Exportnode>);
-
-impl XdrEncode for Exports {
-    fn encoded_len(&self) -> usize {
-        list_encoded_len(&self.0)
-    }
-    fn encode(&self, e: &mut Encoder<'_>) {
-        encode_list(&self.0, e)
-    }
-}
-
-impl XdrDecode for Exports {
-    fn decode<R: XdrRead + ?Sized>(r: &mut R) -> xdr::Result<Self> {
-        Ok(Exports(decode_list(r, MAX_MOUNT_ENTRIES)?))
-    }
+xdr_linked_list! {
+    /// `exports` (RFC 1813 Appendix I): the EXPORT result.
+    pub struct Exports(pub Vec<Exportnode>), at most MAX_MOUNT_ENTRIES;
 }
 
 impl PayloadEncode for Exports {

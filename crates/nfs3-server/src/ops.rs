@@ -23,6 +23,16 @@ fn fail<T, F: Default>(e: NfsErr) -> NfsResult3<T, F> {
 
 type NfsResult3<T, F> = nfs3::types::NfsResult<T, F>;
 
+/// The answer of a procedure whose two arms carry the same body (SETATTR,
+/// REMOVE, RMDIR, RENAME, LINK): `body` with NFS3_OK, or with the status
+/// of the error.
+fn answer<T>(r: NfsResult<()>, body: T) -> NfsResult3<T, T> {
+    match r {
+        Ok(()) => NfsResult3::Ok(body),
+        Err(e) => NfsResult3::Fail(stat(e), body),
+    }
+}
+
 fn fh(c: &Ctx<'_>, o: &Obj) -> NfsFh3 {
     NfsFh3::new(Bytes::copy_from_slice(&c.ex.handle_of(o.id))).unwrap_or_default()
 }
@@ -62,10 +72,7 @@ pub fn setattr(c: &Ctx<'_>, a: Setattr3Args) -> Setattr3Res {
     let w = Setattr3ResOk {
         obj_wcc: wcc(c.ex, &before, &o),
     };
-    match r {
-        Ok(()) => NfsResult3::Ok(w),
-        Err(e) => NfsResult3::Fail(stat(e), w),
-    }
+    answer(r, w)
 }
 
 /// Look `name` up in `d` (search permission needed; `.` is `d`, `..` its
@@ -591,10 +598,7 @@ pub fn remove(c: &Ctx<'_>, what: &Diropargs3, rmdir: bool) -> Remove3Res {
     let w = WccDataFail {
         wcc: wcc(c.ex, &before, &d),
     };
-    match r {
-        Ok(()) => NfsResult3::Ok(w),
-        Err(e) => NfsResult3::Fail(stat(e), w),
-    }
+    answer(r, w)
 }
 
 /// RENAME (§3.3.14), over an existing name too; the sticky rule applies
@@ -688,10 +692,7 @@ pub fn rename(c: &Ctx<'_>, a: Rename3Args) -> Rename3Res {
         fromdir_wcc: wcc(c.ex, &fb, &fdir),
         todir_wcc: wcc(c.ex, &tb, &tdir),
     };
-    match r {
-        Ok(()) => NfsResult3::Ok(res),
-        Err(e) => NfsResult3::Fail(stat(e), res),
-    }
+    answer(r, res)
 }
 
 /// LINK (§3.3.15): a hard link to a non-directory. As with Linux's
@@ -756,10 +757,7 @@ pub fn link(c: &Ctx<'_>, a: Link3Args) -> Link3Res {
         file_attributes: post_op(c.ex, &o),
         linkdir_wcc: wcc(c.ex, &before, &d),
     };
-    match r {
-        Ok(()) => NfsResult3::Ok(res),
-        Err(e) => NfsResult3::Fail(stat(e), res),
-    }
+    answer(r, res)
 }
 
 /// FSSTAT (§3.3.18) from `fstatvfs` of the export.

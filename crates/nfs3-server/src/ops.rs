@@ -849,6 +849,11 @@ pub fn commit(c: &Ctx<'_>, a: Commit3Args) -> Commit3Res {
                 NfsErr::Inval
             });
         }
+        // As for WRITE: only who may write the file may force it to disk.
+        let own = o.owner();
+        if !c.who.owns(&own) && !c.who.may(&own, MAY_WRITE) {
+            return Err(c.refuse(NfsErr::Acces, "COMMIT without write permission"));
+        }
         rfs::fsync(o.fd.as_fd())?;
         Ok(())
     })();

@@ -720,3 +720,36 @@ async fn hostile_names_are_refused() {
     assert_eq!(std::fs::read_dir(&fx.root).unwrap().count(), 0);
     outside_untouched(&fx);
 }
+
+/// COMMIT forces a file to disk: like WRITE, only its owner or a caller
+/// with write permission may ask for it.
+#[tokio::test]
+async fn commit_needs_write_permission() {
+    let fx = Fx::new();
+    std::fs::write(fx.path("f"), b"data").unwrap();
+    chown(&fx.path("f"), 1000, 1000);
+    chmod(&fx.path("f"), 0o644);
+    let fh = fx.walk("f").await;
+    let commit = |cred: oncrpc::Credential| {
+        let fh = fh.clone();
+        let fx = &fx;
+        async move {
+            let res = fx
+                .call(
+                    &cred,
+                    Nfs3Args::Commit(Commit3Args {
+                        file: fh,
+                        offset: 0,
+                        count: 0,
+                    }),
+                )
+                .await;
+            match res {
+                Nfs3Res::Commit(r) => st(&r),
+                other => panic!("not a COMMIT reply: {other:?}"),
+            }
+        }
+    };
+    assert_eq!(commit(sys(2000, 2000, &[])).await, Nfsstat3::Acces);
+    assert_eq!(commit(sys(1000, 1000, &[])).await, Nfsstat3::Ok);
+}

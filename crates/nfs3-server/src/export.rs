@@ -161,7 +161,7 @@ pub struct Export {
     root_id: FileId,
     dev: (u32, u32),
     export_id: u64,
-    verifier: [u8; 8],
+    verifier: std::sync::atomic::AtomicU64,
     server_is_root: bool,
     /// Open descriptors, with when each was last found inside the export.
     fds: Mutex<Lru<FileId, (Arc<OwnedFd>, Instant)>>,
@@ -203,7 +203,7 @@ impl Export {
             root_id,
             dev: (st.stx_dev_major, st.stx_dev_minor),
             export_id,
-            verifier: new_write_verifier(),
+            verifier: std::sync::atomic::AtomicU64::new(new_write_verifier()),
             server_is_root: rustix::process::geteuid().is_root(),
             fds: Mutex::new(Lru::new(FD_CACHE_SIZE)),
             locs: Mutex::new(Locations::new(root_id.ino)),
@@ -228,10 +228,29 @@ impl Export {
         self.export_id
     }
 
-    /// The write verifier of this run (RFC 1813 §3.3.7 `writeverf3`): new
-    /// at every [`open`](Self::open), the same for every reply of one run.
+    /// The write verifier (RFC 1813 §3.3.7 `writeverf3`): new at every
+    /// [`open`](Self::open), the same for every reply of one run until an
+    /// `fsync` or `fdatasync` fails (see [`sync_failed`](Self::sync_failed)).
     pub fn write_verifier(&self) -> [u8; 8] {
         self.verifier
+            .load(std::sync::atomic::Ordering::Acquire)
+            .to_be_bytes()
+    }
+
+    /// An `fsync` or `fdatasync` failed: unstable data written earlier may
+    /// be lost, and the kernel reports such an error only once per open
+    /// file, so another client's COMMIT on the same descriptor could see
+    /// success. A new verifier makes every client resend what it has not
+    /// seen committed under it (RFC 1813 §3.3.21), as Linux's server does.
+    pub fn sync_failed(&self) {
+        let old = self.verifier.load(std::sync::atomic::Ordering::Acquire);
+        let mut new = new_write_verifier();
+        if new == old {
+            new = !old;
+        }
+        self.verifier
+            .store(new, std::sync::atomic::Ordering::Release);
+        tracing::warn!("fsync failed: write verifier changed, clients resend uncommitted data");
     }
 
     /// Whether the server process runs as root (so it can give created
@@ -270,11 +289,11 @@ impl Export {
         let fds = lock(&self.fds).values();
         let mut first_err = None;
         for (fd, _) in fds {
-            if let Err(e) = rfs::fsync(fd.as_fd()) {
+            if let Err(e) = rfs::fsync(fd.as_fd()).inspect_err(|_| self.sync_failed()) {
                 first_err.get_or_insert(e);
             }
         }
-        rfs::syncfs(self.root.as_fd())?;
+        rfs::syncfs(self.root.as_fd()).inspect_err(|_| self.sync_failed())?;
         match first_err {
             Some(e) => Err(e.into()),
             None => Ok(()),
@@ -629,11 +648,11 @@ impl Export {
 }
 
 /// A write verifier for this run: the start time mixed with random bytes.
-fn new_write_verifier() -> [u8; 8] {
+fn new_write_verifier() -> u64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let r: u64 = rand::random();
-    (now ^ r.rotate_left(17)).to_be_bytes()
+    now ^ r.rotate_left(17)
 }

@@ -293,11 +293,11 @@ pub fn write(c: &Ctx<'_>, a: Write3Args) -> Write3Res {
         let committed = match a.stable {
             StableHow::Unstable => StableHow::Unstable,
             StableHow::DataSync => {
-                rfs::fdatasync(fd)?;
+                rfs::fdatasync(fd).inspect_err(|_| c.ex.sync_failed())?;
                 StableHow::DataSync
             }
             StableHow::FileSync => {
-                rfs::fsync(fd)?;
+                rfs::fsync(fd).inspect_err(|_| c.ex.sync_failed())?;
                 StableHow::FileSync
             }
         };
@@ -854,7 +854,7 @@ pub fn commit(c: &Ctx<'_>, a: Commit3Args) -> Commit3Res {
         if !c.who.owns(&own) && !c.who.may(&own, MAY_WRITE) {
             return Err(c.refuse(NfsErr::Acces, "COMMIT without write permission"));
         }
-        rfs::fsync(o.fd.as_fd())?;
+        rfs::fsync(o.fd.as_fd()).inspect_err(|_| c.ex.sync_failed())?;
         Ok(())
     })();
     let w = wcc(c.ex, &before, &o);

@@ -139,3 +139,18 @@ async fn readdir_cookies_continue_across_a_restart() {
     names.dedup();
     assert_eq!((n, names.len()), (502, 502));
 }
+
+/// A failed fsync may have lost unstable data of any client: the write
+/// verifier changes then (and only then, within one run), so every client
+/// resends what it has not seen committed.
+#[test]
+fn a_failed_sync_changes_the_write_verifier() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = nfs3_server::Export::open(dir.path(), ExportOptions::default()).unwrap();
+    let first = ex.write_verifier();
+    assert_eq!(ex.write_verifier(), first, "stable within a run");
+    ex.sync_failed();
+    let second = ex.write_verifier();
+    assert_ne!(second, first);
+    assert_eq!(ex.write_verifier(), second);
+}

@@ -242,6 +242,25 @@ pub fn read(c: &Ctx<'_>, a: Read3Args) -> Read3Res {
     })
 }
 
+/// What WRITE and COMMIT both need: a writable export, a regular file
+/// (NFS3ERR_ISDIR for a directory, NFS3ERR_INVAL for anything else), and
+/// the caller owning it or allowed to write it (`refused` is logged).
+fn may_write_file(c: &Ctx<'_>, o: &Obj, refused: &'static str) -> NfsResult<()> {
+    c.writable()?;
+    if !o.is_reg() {
+        return Err(if o.is_dir() {
+            NfsErr::Isdir
+        } else {
+            NfsErr::Inval
+        });
+    }
+    let own = o.owner();
+    if !c.who.owns(&own) && !c.who.may(&own, MAY_WRITE) {
+        return Err(c.refuse(NfsErr::Acces, refused));
+    }
+    Ok(())
+}
+
 /// WRITE (§3.3.7). UNSTABLE replies once the data is in the file
 /// (`pwrite`); DATA_SYNC `fdatasync`s and FILE_SYNC `fsync`s before
 /// replying. A count above `max_io` is NFS3ERR_INVAL; past the largest
@@ -254,18 +273,7 @@ pub fn write(c: &Ctx<'_>, a: Write3Args) -> Write3Res {
     };
     let before = o.st;
     let r = (|| {
-        c.writable()?;
-        if !o.is_reg() {
-            return Err(if o.is_dir() {
-                NfsErr::Isdir
-            } else {
-                NfsErr::Inval
-            });
-        }
-        let own = o.owner();
-        if !c.who.owns(&own) && !c.who.may(&own, MAY_WRITE) {
-            return Err(c.refuse(NfsErr::Acces, "write without write permission"));
-        }
+        may_write_file(c, &o, "write without write permission")?;
         let count = (a.count as usize).min(a.data.len());
         if count > c.ex.options().max_io as usize {
             return Err(NfsErr::Inval);
@@ -841,19 +849,8 @@ pub fn commit(c: &Ctx<'_>, a: Commit3Args) -> Commit3Res {
     };
     let before = o.st;
     let r = (|| {
-        c.writable()?;
-        if !o.is_reg() {
-            return Err(if o.is_dir() {
-                NfsErr::Isdir
-            } else {
-                NfsErr::Inval
-            });
-        }
-        // As for WRITE: only who may write the file may force it to disk.
-        let own = o.owner();
-        if !c.who.owns(&own) && !c.who.may(&own, MAY_WRITE) {
-            return Err(c.refuse(NfsErr::Acces, "COMMIT without write permission"));
-        }
+        // Only who may write the file may force it to disk.
+        may_write_file(c, &o, "COMMIT without write permission")?;
         rfs::fsync(o.fd.as_fd()).inspect_err(|_| c.ex.sync_failed())?;
         Ok(())
     })();

@@ -187,10 +187,20 @@ pub fn readlink(c: &Ctx<'_>, a: Readlink3Args) -> Readlink3Res {
 }
 
 /// Read up to `count` bytes at `offset` into one buffer (no copy after
-/// the `pread`).
-fn pread_all(fd: std::os::fd::BorrowedFd<'_>, offset: u64, count: usize) -> NfsResult<Vec<u8>> {
-    let mut v: Vec<u8> = Vec::with_capacity(count.max(1));
-    while v.len() < count {
+/// the `pread`), reserving only what the file held at `size` past
+/// `offset`: a large `count` on a small file allocates no more than the
+/// data. Data appended after `size` was taken is left to the next READ
+/// (a short read; the caller's `eof` comes from a fresh size).
+fn pread_all(
+    fd: std::os::fd::BorrowedFd<'_>,
+    offset: u64,
+    count: usize,
+    size: u64,
+) -> NfsResult<Vec<u8>> {
+    let held = usize::try_from(size.saturating_sub(offset)).unwrap_or(usize::MAX);
+    let mut v: Vec<u8> = Vec::with_capacity(count.min(held).max(1));
+    let want = count.min(v.capacity());
+    while v.len() < want {
         let at = offset.checked_add(v.len() as u64).ok_or(NfsErr::Inval)?;
         let n = rustix::io::pread(fd, rustix::buffer::spare_capacity(&mut v), at)?;
         if n == 0 {
@@ -227,7 +237,7 @@ pub fn read(c: &Ctx<'_>, a: Read3Args) -> Read3Res {
         return NfsResult3::Fail(stat(e), attrs(&o));
     }
     let count = a.count.min(c.ex.options().max_io) as usize;
-    let data = match pread_all(o.fd.as_fd(), a.offset, count) {
+    let data = match pread_all(o.fd.as_fd(), a.offset, count, o.st.stx_size) {
         Ok(d) => d,
         Err(e) => return NfsResult3::Fail(stat(e), attrs(&o)),
     };
@@ -861,5 +871,29 @@ pub fn commit(c: &Ctx<'_>, a: Commit3Args) -> Commit3Res {
             verf: Writeverf3(c.ex.write_verifier()),
         }),
         Err(e) => NfsResult3::Fail(stat(e), WccDataFail { wcc: w }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::pread_all;
+
+    /// A READ of 1 MiB from a 10-byte file reserves the 10 bytes, not the
+    /// count; bytes past the size it was given are left for the next READ.
+    #[test]
+    fn pread_all_reserves_what_the_file_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"0123456789").unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        let v = pread_all(f.as_fd(), 0, 1 << 20, 10).unwrap();
+        assert_eq!(v, b"0123456789");
+        assert!(v.capacity() < 64, "capacity {}", v.capacity());
+        let v = pread_all(f.as_fd(), 2, 1 << 20, 6).unwrap();
+        assert_eq!(v, b"2345");
+        assert_eq!(pread_all(f.as_fd(), 2, 3, 10).unwrap(), b"234");
+        assert!(pread_all(f.as_fd(), 20, 100, 10).unwrap().is_empty());
     }
 }

@@ -512,6 +512,7 @@ impl<C: Channel> Nfs3Client<C> {
     /// [`with_readdir_size`](Self::with_readdir_size)) from cookie 0 until
     /// `eof`.
     pub async fn readdir_all(&self, dir: &NfsFh3) -> Result<Vec<Entry3>, Error> {
+        const PROCEDURE: &str = "READDIR";
         let mut out = Vec::new();
         let mut cookie = 0;
         let mut verf = Cookieverf3::default();
@@ -524,12 +525,14 @@ impl<C: Channel> Nfs3Client<C> {
             if eof {
                 return Ok(out);
             }
+            check_listed(PROCEDURE, out.len())?;
         }
     }
 
     /// Every entry of `dir` with attributes and handles, by READDIRPLUS
     /// calls from cookie 0 until `eof`.
     pub async fn readdirplus_all(&self, dir: &NfsFh3) -> Result<Vec<Entryplus3>, Error> {
+        const PROCEDURE: &str = "READDIRPLUS";
         let mut out = Vec::new();
         let mut cookie = 0;
         let mut verf = Cookieverf3::default();
@@ -548,8 +551,28 @@ impl<C: Channel> Nfs3Client<C> {
             if eof {
                 return Ok(out);
             }
+            check_listed(PROCEDURE, out.len())?;
         }
     }
+}
+
+/// Most entries [`Nfs3Client::readdir_all`] and
+/// [`Nfs3Client::readdirplus_all`] collect: a server that never says `eof`
+/// ends the listing with an error here rather than exhausting memory.
+pub const MAX_LISTING_ENTRIES: usize = 1 << 22;
+
+/// A listing not at `eof` may go on only while under
+/// [`MAX_LISTING_ENTRIES`].
+fn check_listed(procedure: &'static str, listed: usize) -> Result<(), Error> {
+    if listed >= MAX_LISTING_ENTRIES {
+        return Err(Error::Protocol {
+            procedure,
+            reason: format!(
+                "no eof after {listed} entries (at most {MAX_LISTING_ENTRIES} are listed)"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The cookie to continue a listing from: the last entry's. A reply with
@@ -581,4 +604,17 @@ fn diropargs(dir: &NfsFh3, name: &[u8]) -> Result<Diropargs3, Error> {
         dir: dir.clone(),
         name: Filename3::from(name),
     })
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::{check_listed, MAX_LISTING_ENTRIES};
+
+    /// A listing stops with an error at the cap, not before it.
+    #[test]
+    fn a_listing_without_eof_stops_at_the_cap() {
+        assert!(check_listed("READDIR", MAX_LISTING_ENTRIES - 1).is_ok());
+        let e = check_listed("READDIRPLUS", MAX_LISTING_ENTRIES).unwrap_err();
+        assert!(e.to_string().contains("no eof"), "{e}");
+    }
 }

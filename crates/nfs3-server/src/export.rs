@@ -423,14 +423,21 @@ impl Export {
         (o.id.ino == last.0).then_some(o)
     }
 
-    /// Walk the export (at most once per [`WALK_INTERVAL`], serialised,
+    /// Walk the export (at most once per [`WALK_INTERVAL`] or four times
+    /// the last walk's duration, whichever is longer; serialised,
     /// bounded by [`WALK_MAX_ENTRIES`]) recording every location, then
     /// look `id` up again.
     fn walk_and_find(&self, id: FileId) -> NfsResult<Obj> {
         let asked = Instant::now();
         let mut w = lock(&self.walk);
         let covered = w.last_end.is_some_and(|t| t >= asked);
-        let recent = w.last_start.is_some_and(|t| t.elapsed() < WALK_INTERVAL);
+        // A walk that took long keeps the next one further off, so walks
+        // fill at most a fifth of the time whatever the export's shape.
+        let gap = match (w.last_start, w.last_end) {
+            (Some(s), Some(e)) => WALK_INTERVAL.max(e.saturating_duration_since(s) * 4),
+            _ => WALK_INTERVAL,
+        };
+        let recent = w.last_start.is_some_and(|t| t.elapsed() < gap);
         if !covered && !recent {
             w.last_start = Some(Instant::now());
             self.counters.walks.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,78 @@
+//! The RPC-over-RDMA connection engine, sans-IO.
+//!
+//! One [`Connection`] is the whole protocol state of one RDMA connection,
+//! as one `&mut` state machine: no runtime, no verbs, no clock (every input
+//! that depends on time takes `now`). It holds a Requester half and a
+//! Responder half which share the connection's generation, receives and
+//! counters:
+//!
+//! | side    | Requester half          | Responder half          |
+//! |---------|-------------------------|-------------------------|
+//! | active  | forward calls (client)  | reverse calls (RFC 8167)|
+//! | passive | reverse calls (RFC 8167)| forward calls (server)  |
+//!
+//! Forward and reverse credits are counted apart (RFC 8167 §4.1); the
+//! reverse halves work only after [`Connection::enable_reverse`].
+//!
+//! # Inputs
+//! - [`Connection::submit`]: a call to send (forward on the active side,
+//!   reverse on the passive side); [`Connection::call_ready`] /
+//!   [`Connection::call_failed`] once the driver registered its regions;
+//! - [`Connection::reply`] / [`Connection::drop_call`]: the answer to a
+//!   received call;
+//! - [`Connection::handle_recv`]: a completed Receive (bytes, the
+//!   generation of its queue pair, the STag a Send with Invalidate
+//!   invalidated);
+//! - [`Connection::handle_completion`]: a work request completed, by
+//!   [`Token`];
+//! - [`Connection::handle_timeout`]: time passed;
+//! - [`Connection::handle_connection_lost`] /
+//!   [`Connection::handle_reconnected`].
+//!
+//! # Outputs
+//! - [`Connection::poll_transmit`]: work requests to post, as
+//!   [`Transmit`]s: prepare a call (register the regions of its
+//!   `rpcrdma_proto` plan), RDMA Read a received call's chunk, RDMA Write a
+//!   reply's results, Send a message. The engine names regions and
+//!   segments; it never touches memory.
+//! - [`Connection::poll_event`]: [`Event`]s: a call done (with its reply
+//!   or why not), a call received, an abandoned call retired, the
+//!   connection lost.
+//! - [`Connection::poll_timeout`]: when to call `handle_timeout` next.
+//! - [`Connection::recv_target`]: how many receives to keep posted.
+//!
+//! # The state of a call
+//! Each call this side sends is in one [`CallState`]: `Queued` (waiting for
+//! a credit, RFC 8166 §3.3.1) → `Preparing` (a credit is held, the driver
+//! registers) → `Sent` (on the wire on one connection generation) → done
+//! when its reply comes. A timeout ends the call for its caller at once;
+//! if it held a credit it stays `Abandoned`, credit and registrations held,
+//! until its late reply (dropped) or the connection's end. When the active
+//! side loses its connection, Preparing and Sent calls are queued again and
+//! retransmitted with the same XID on the next generation; receives from
+//! an older generation are dropped. The passive side never reconnects:
+//! its reverse calls fail (RFC 8167 §4.3).
+//!
+//! Received messages are classified as CALL or REPLY before any XID lookup
+//! ([`classify()`]), so a reverse call and a forward call with the same
+//! XID are two different transactions (RFC 8167 §3.3).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod classify;
+pub mod config;
+pub mod connection;
+pub mod requester;
+mod responder;
+pub mod stats;
+pub mod types;
+
+pub use classify::{classify, MsgType};
+pub use config::{Config, Side, Thresholds};
+pub use connection::{Connection, CreditUse, Phase};
+pub use requester::CallState;
+pub use stats::Stats;
+pub use types::{
+    CallError, CallId, CallSpec, ChunkRef, Direction, EngineError, Event, IncomingCall, LostReason,
+    MessageRef, Reply, SubmitError, Token, Transmit,
+};

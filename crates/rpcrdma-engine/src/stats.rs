@@ -19,7 +19,8 @@ pub struct Stats {
     pub bad_replies: u64,
     /// Replies that came after their call timed out (their credit returns).
     pub late_replies: u64,
-    /// Calls that had to wait for a credit before going out.
+    /// Calls that reached the head of the queue and found every credit in
+    /// use (each call counted once).
     pub credit_waits: u64,
     /// Calls that timed out.
     pub timeouts: u64,

@@ -148,7 +148,7 @@ impl Connection {
 
     /// Turns reverse-direction operation on for this connection (RFC 8167
     /// §5: the upper layer tells the transport once the peer has said it
-    /// supports it, e.g. by NFSv4.1 CREATE_SESSION). Off by default: a
+    /// supports it, e.g. when an NFSv4.1 client binds a backchannel). Off by default: a
     /// connection that never enables it behaves, on the wire, exactly as
     /// a forward-only one. On the passive side it lets
     /// [`submit`](Self::submit) send reverse-direction calls; on the active
@@ -450,7 +450,7 @@ impl Connection {
     /// A Receive completed on the queue pair of `generation` with `msg`
     /// (and the STag a Send with Invalidate invalidated, if any). The
     /// message is classified as CALL or REPLY before any XID lookup
-    /// ([`classify`](crate::classify)): a reverse-direction call goes to
+    /// ([`classify()`](crate::classify())): a reverse-direction call goes to
     /// the active side's Responder, a reverse-direction reply to the
     /// passive side's Requester, everything else to the forward half.
     pub fn handle_recv(
@@ -985,5 +985,148 @@ impl Connection {
     /// The next event, in order.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpcrdma_proto::wire::{DecodeLimits, ErrorBody, Header};
+
+    fn words(w: &[u32]) -> Vec<u8> {
+        w.iter().flat_map(|x| x.to_be_bytes()).collect()
+    }
+
+    fn engine_send(c: &mut Connection, now: Instant) -> Vec<u8> {
+        match c.poll_transmit(now) {
+            Some(Transmit::Send {
+                message: MessageRef::Engine,
+                head,
+                inline,
+                ..
+            }) => {
+                assert!(inline.is_empty());
+                head.to_vec()
+            }
+            other => panic!("expected an engine-built Send, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn recv_target_counts_both_directions_once_reverse_is_on() {
+        let mut cfg = Config::new(Side::Active);
+        cfg.credits = 16;
+        cfg.backward_credits = 3;
+        cfg.recv_margin = 2;
+        let mut a = Connection::new(cfg.clone());
+        assert_eq!(a.recv_target(), 18);
+        a.enable_reverse();
+        assert_eq!(a.recv_target(), 21);
+        cfg.side = Side::Passive;
+        let mut b = Connection::new(cfg);
+        assert_eq!(b.recv_target(), 18);
+        b.enable_reverse();
+        assert_eq!(b.recv_target(), 21);
+    }
+
+    #[test]
+    fn rfc8166_s4_5_1_other_version_gets_err_vers_and_credit_returns() {
+        let now = Instant::now();
+        let mut b = Connection::new(Config::new(Side::Passive));
+        let msg = words(&[9, 2, 4, 0, 0, 0, 0, 9, 0]);
+        b.handle_recv(now, 1, Bytes::from(msg), None);
+        // rdma_xid and rdma_vers echo the request; ERR_VERS with our range.
+        let h = engine_send(&mut b, now);
+        assert_eq!(h, words(&[9, 2, 32, 4, 1, 1, 1]));
+        assert_eq!(b.responder_credits().in_use, 0);
+        assert_eq!(b.stats().replies_sent, 1);
+    }
+
+    #[test]
+    fn rfc8166_s4_5_2_chunk_for_a_procedure_without_ddp_gets_err_chunk() {
+        let now = Instant::now();
+        let mut b = Connection::new(Config::new(Side::Passive));
+        // RDMA_MSG, one Read segment at position 40, then a NULL call of
+        // an unknown program (no binding: nothing is DDP-eligible).
+        let mut msg = words(&[5, 1, 4, 0, 1, 40, 0x99, 8, 0, 0x1000, 0, 0, 0]);
+        msg.extend(words(&[5, 0, 2, 1, 1, 0, 0, 0, 0, 0]));
+        b.handle_recv(now, 1, Bytes::from(msg), None);
+        let h = engine_send(&mut b, now);
+        let h = Header::parse(&h, &DecodeLimits::default()).unwrap();
+        assert!(matches!(h.body, Body::Error(ErrorBody::Chunk)));
+        assert_eq!(h.credit, 32, "errors carry the grant");
+        assert_eq!(b.responder_credits().in_use, 0);
+    }
+
+    #[test]
+    fn garbage_args_reply_is_an_accepted_reply() {
+        assert_eq!(
+            garbage_args_reply(0x0102_0304).to_vec(),
+            words(&[0x0102_0304, 1, 0, 0, 0, 4])
+        );
+    }
+
+    #[test]
+    fn rfc8166_s3_3_1_overrun_closes_the_connection() {
+        let now = Instant::now();
+        let mut cfg = Config::new(Side::Passive);
+        cfg.credits = 1;
+        let mut b = Connection::new(cfg);
+        let call = |xid: u32| {
+            let mut m = words(&[xid, 1, 1, 0, 0, 0, 0]);
+            m.extend(words(&[xid, 0, 2, 1, 1, 0, 0, 0, 0, 0]));
+            Bytes::from(m)
+        };
+        b.handle_recv(now, 1, call(1), None);
+        assert!(matches!(b.poll_event(), Some(Event::IncomingCall(_))));
+        b.handle_recv(now, 1, call(2), None);
+        assert_eq!(b.stats().credit_overruns, 1);
+        assert_eq!(b.phase(), Phase::Closed);
+        assert_eq!(
+            b.poll_event(),
+            Some(Event::ConnectionLost {
+                reason: LostReason::CreditOverrun
+            })
+        );
+    }
+
+    #[test]
+    fn stale_generation_and_unknown_calls_are_refused() {
+        let now = Instant::now();
+        let mut a = Connection::new(Config::new(Side::Active));
+        a.handle_recv(now, 7, Bytes::from_static(&[0; 40]), None);
+        assert_eq!(a.stats().stale_receives, 1);
+        assert_eq!(a.reply(CallId(3), &[]), Err(EngineError::UnknownCall));
+        assert_eq!(a.drop_call(CallId(3)), Err(EngineError::UnknownCall));
+        assert_eq!(
+            a.handle_reconnected(now, Thresholds::default()),
+            Err(EngineError::StillConnected)
+        );
+        a.handle_connection_lost(now);
+        assert_eq!(a.handle_reconnected(now, Thresholds::default()), Ok(()));
+        assert_eq!(a.generation(), 2);
+    }
+
+    #[test]
+    fn a_call_that_cannot_be_planned_fails_and_returns_its_credit() {
+        let now = Instant::now();
+        let mut cfg = Config::new(Side::Active);
+        cfg.chunk_limits.max_segment_bytes = 0;
+        let mut a = Connection::new(cfg);
+        let id = a
+            .submit(
+                now,
+                CallSpec {
+                    items: vec![Item::Xdr(40), Item::Ddp(4096)],
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(a.poll_transmit(now), None);
+        assert!(matches!(
+            a.poll_event(),
+            Some(Event::CallDone { id: i, result: Err(CallError::Plan(_)), .. }) if i == id
+        ));
+        assert_eq!(a.requester_credits().in_use, 0);
     }
 }

@@ -112,8 +112,9 @@ impl Requester {
 
     /// What the call with `xid` offered, if a reply on `generation` may
     /// answer it: sent (or sent and abandoned) on that generation. A reply
-    /// for any other XID is discarded (RFC 8166 §4.5 leaves a reply that
-    /// matches no outstanding call to be dropped).
+    /// for any other XID is discarded: the XID of a finished transaction
+    /// is retired (RFC 8166 §2.2.2), and a Requester silently discards a
+    /// reply it cannot take (§4.5).
     pub fn offered_for(&self, xid: u32, generation: u64) -> Option<&OfferedChunks> {
         let call = self.calls.get(self.by_xid.get(&xid)?)?;
         match &call.state {

@@ -51,7 +51,7 @@ pub struct CreditUse {
 enum TokenUse {
     Send,
     Write,
-    Read(CallId),
+    Read(CallId, ChunkRef),
 }
 
 /// RPC GARBAGE_ARGS reply header with an AUTH_NONE verifier (RFC 5531 §9):
@@ -563,76 +563,92 @@ impl Connection {
         let grant = self.responder.grant();
         let limits = self.config.decode_limits;
         let bindings = self.config.bindings.clone();
-        match check_call(&msg, &limits, &*bindings, grant) {
-            CallVerdict::Deliver(call) => {
-                self.stats.calls_received += 1;
-                if direction == Direction::Reverse {
-                    self.stats.reverse_calls_received += 1;
-                }
-                let id = self.call_id();
-                let xid = call.header.xid;
-                let mut reads: Vec<(ChunkRef, Vec<Segment>)> = Vec::new();
-                if let Some(c) = call.header.chunks() {
-                    let list = c.read_list;
-                    let segs = |r: &std::ops::Range<usize>| -> Vec<Segment> {
-                        r.clone()
-                            .filter_map(|i| list.get(i).map(|s| s.segment))
-                            .collect()
-                    };
-                    if let Some(p0) = &call.reassembly.position_zero {
-                        reads.push((ChunkRef::PositionZero, segs(&p0.segments)));
-                    }
-                    for (i, ch) in call.reassembly.chunks.iter().enumerate() {
-                        reads.push((ChunkRef::Data(i), segs(&ch.segments)));
-                    }
-                }
-                let ready = IncomingCall {
-                    id,
-                    xid,
-                    direction,
-                    header_len: call.header.header_len,
-                    reassembly: call.reassembly.clone(),
-                    msg: msg.clone(),
-                };
-                let offered = call.offered.clone();
-                let pending = reads.len();
-                self.responder.calls.insert(
-                    id,
-                    Incoming {
-                        xid,
-                        offered,
-                        pending_reads: pending,
-                        ready: Some(ready),
-                    },
-                );
-                if pending == 0 {
-                    self.dispatch(id);
-                }
-                for (chunk, segments) in reads {
-                    let token = self.token(TokenUse::Read(id));
-                    self.transmits.push_back(Transmit::Read {
-                        token,
-                        id,
-                        chunk,
-                        segments,
-                    });
-                }
+        let call = match check_call(&msg, &limits, &*bindings, grant) {
+            CallVerdict::Deliver(call) => call,
+            v => return self.answer_verdict(v, grant),
+        };
+        self.stats.calls_received += 1;
+        if direction == Direction::Reverse {
+            self.stats.reverse_calls_received += 1;
+        }
+        let id = self.call_id();
+        let xid = call.header.xid;
+        let mut first: Vec<(ChunkRef, Vec<Segment>)> = Vec::new();
+        let mut data: Vec<(ChunkRef, Vec<Segment>)> = Vec::new();
+        if let Some(c) = call.header.chunks() {
+            let list = c.read_list;
+            let segs = |r: &std::ops::Range<usize>| -> Vec<Segment> {
+                r.clone()
+                    .filter_map(|i| list.get(i).map(|s| s.segment))
+                    .collect()
+            };
+            if let Some(p0) = &call.reassembly.position_zero {
+                first.push((ChunkRef::PositionZero, segs(&p0.segments)));
             }
+            for (i, ch) in call.reassembly.chunks.iter().enumerate() {
+                data.push((ChunkRef::Data(i), segs(&ch.segments)));
+            }
+        }
+        // A Long Call's data chunks are pulled only once its Position-Zero
+        // chunk has been checked (`rpcrdma_proto::validate::CallVerdict`):
+        // only then are their lengths known to match the binding.
+        if first.is_empty() {
+            first = std::mem::take(&mut data);
+        }
+        let ready = IncomingCall {
+            id,
+            xid,
+            direction,
+            header_len: call.header.header_len,
+            reassembly: call.reassembly.clone(),
+            msg: msg.clone(),
+        };
+        self.responder.calls.insert(
+            id,
+            Incoming {
+                xid,
+                offered: call.offered.clone(),
+                pending_reads: first.len(),
+                ready: Some(ready),
+                later_reads: data,
+            },
+        );
+        if first.is_empty() {
+            self.dispatch(id);
+        }
+        self.push_reads(id, first);
+    }
+
+    fn push_reads(&mut self, id: CallId, reads: Vec<(ChunkRef, Vec<Segment>)>) {
+        for (chunk, segments) in reads {
+            let token = self.token(TokenUse::Read(id, chunk));
+            self.transmits.push_back(Transmit::Read {
+                token,
+                id,
+                chunk,
+                segments,
+            });
+        }
+    }
+
+    /// Answers a call that is not delivered (RFC 8166 §4.5): its credit
+    /// returns first.
+    fn answer_verdict(&mut self, v: CallVerdict<'_>, grant: u32) {
+        self.responder.release();
+        match v {
             CallVerdict::ReplyError(h) => {
-                self.responder.release();
                 self.stats.replies_sent += 1;
                 self.send_engine(h.to_vec());
             }
             CallVerdict::GarbageArgs { xid, chunks } => {
-                self.responder.release();
                 self.stats.replies_sent += 1;
                 self.send_garbage_args(xid, grant, chunks);
             }
             CallVerdict::Discard(reason) => {
-                self.responder.release();
                 self.stats.calls_discarded += 1;
                 tracing::debug!(?reason, "call discarded");
             }
+            CallVerdict::Deliver(_) => {}
         }
     }
 
@@ -673,28 +689,95 @@ impl Connection {
         }
     }
 
-    /// A work request the engine asked for completed (`ok`: successfully).
-    /// When the last Read chunk of a received call is in, the call is
-    /// handed up ([`Event::IncomingCall`]). A failed work request breaks
-    /// the queue pair: the connection is lost.
+    /// A Send or the RDMA Writes of a reply completed (`ok`: successfully).
+    /// A failed work request breaks the queue pair: the connection is lost.
+    /// The RDMA Reads of a chunk complete through
+    /// [`handle_read`](Self::handle_read) (the Position-Zero chunk's bytes
+    /// are needed); reported here instead, a data chunk counts as pulled and
+    /// a Position-Zero chunk as empty.
     pub fn handle_completion(&mut self, token: Token, ok: bool) {
-        let Some(u) = self.tokens.remove(&token) else {
-            return;
-        };
-        if !ok {
-            self.lose(LostReason::WorkRequestFailed);
+        if let Some(TokenUse::Read(..)) = self.tokens.get(&token) {
+            return self.handle_read(token, ok.then_some(&[][..]));
+        }
+        if self.tokens.remove(&token).is_none() {
             return;
         }
-        if let TokenUse::Read(id) = u {
-            let done = match self.responder.calls.get_mut(&id) {
-                Some(c) => {
-                    c.pending_reads = c.pending_reads.saturating_sub(1);
-                    c.pending_reads == 0
+        if !ok {
+            self.lose(LostReason::WorkRequestFailed);
+        }
+    }
+
+    /// The RDMA Reads of one chunk completed: `Some(bytes)` pulled, `None`
+    /// on error (the connection is lost). The Position-Zero chunk of a
+    /// Long Call is the reduced call: it is checked as RFC 8166 §4.2.1,
+    /// §4.5 and §6.1 require (XID, direction, DDP-eligibility and length
+    /// of each data chunk against the binding) before its data chunks are
+    /// pulled; a failing call is answered ERR_CHUNK or GARBAGE_ARGS. When
+    /// every chunk is in, the call goes up ([`Event::IncomingCall`]).
+    pub fn handle_read(&mut self, token: Token, data: Option<&[u8]>) {
+        let Some(TokenUse::Read(id, chunk)) = self.tokens.remove(&token) else {
+            return;
+        };
+        let Some(data) = data else {
+            self.lose(LostReason::WorkRequestFailed);
+            return;
+        };
+        if chunk == ChunkRef::PositionZero && !self.check_position_zero(id, data) {
+            return;
+        }
+        let done = match self.responder.calls.get_mut(&id) {
+            Some(c) => {
+                c.pending_reads = c.pending_reads.saturating_sub(1);
+                c.pending_reads == 0
+            }
+            None => false,
+        };
+        if done {
+            self.dispatch(id);
+        }
+    }
+
+    /// Checks a Long Call's reduced stream; on success queues the Reads of
+    /// its data chunks. `false` when the call was answered or dropped.
+    fn check_position_zero(&mut self, id: CallId, reduced: &[u8]) -> bool {
+        let Some(msg) = self
+            .responder
+            .calls
+            .get(&id)
+            .and_then(|c| c.ready.as_ref())
+            .map(|r| r.msg.clone())
+        else {
+            return false;
+        };
+        let grant = self.responder.grant();
+        let limits = self.config.decode_limits;
+        let bindings = self.config.bindings.clone();
+        let checked = match check_call(&msg, &limits, &*bindings, grant) {
+            CallVerdict::Deliver(mut call) => call
+                .check_payload(reduced, &*bindings, grant)
+                .map(|()| call.reassembly.clone()),
+            // The header passed when the call arrived.
+            _ => Err(CallVerdict::Discard(
+                rpcrdma_proto::validate::DiscardReason::NoPayload,
+            )),
+        };
+        match checked {
+            Ok(reassembly) => {
+                let Some(c) = self.responder.calls.get_mut(&id) else {
+                    return false;
+                };
+                if let Some(r) = c.ready.as_mut() {
+                    r.reassembly = reassembly;
                 }
-                None => false,
-            };
-            if done {
-                self.dispatch(id);
+                let later = std::mem::take(&mut c.later_reads);
+                c.pending_reads += later.len();
+                self.push_reads(id, later);
+                true
+            }
+            Err(v) => {
+                self.responder.calls.remove(&id);
+                self.answer_verdict(v, grant);
+                false
             }
         }
     }

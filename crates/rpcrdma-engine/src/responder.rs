@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use rpcrdma_proto::credits::{CreditOverrun, ResponderCredits};
 use rpcrdma_proto::marshal::OfferedChunks;
 
-use crate::types::{CallId, Direction, IncomingCall};
+use rpcrdma_proto::wire::Segment;
+
+use crate::types::{CallId, ChunkRef, Direction, IncomingCall};
 
 /// One received call, from admission to its reply.
 #[derive(Clone, Debug)]
@@ -17,6 +19,9 @@ pub(crate) struct Incoming {
     pub pending_reads: usize,
     /// Handed to the upper layer once the reads are done.
     pub ready: Option<IncomingCall>,
+    /// Data chunk Reads of a Long Call, posted once its Position-Zero
+    /// chunk passed the checks.
+    pub later_reads: Vec<(ChunkRef, Vec<Segment>)>,
 }
 
 /// The Responder half: forward on the passive side, reverse on the active

@@ -403,6 +403,109 @@ fn read_write_and_reply_chunks_move_through_registered_memory() {
     assert_eq!(p.a.mem.len(), 0, "every registration released");
 }
 
+/// A Long Call (RDMA_NOMSG, RFC 8166 §3.5.3): the whole call in a
+/// Position-Zero Read chunk, checked once pulled, its echo returned in a
+/// Reply chunk.
+#[test]
+fn long_call_is_pulled_from_position_zero_and_answered_in_the_reply_chunk() {
+    let mut p = pair(4, 4, Service::Echo, Service::Echo);
+    let now = p.now;
+    let args: Vec<u8> = (0..1500u32).map(|i| (i * 7) as u8).collect();
+    let id =
+        p.a.call_with(
+            now,
+            procs::ECHO,
+            &args,
+            None,
+            ReplyShape {
+                max_reduced_len: (REPLY_HEADER + args.len()) as u64,
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    p.run();
+    assert_eq!(p.b.reads, vec![rpcrdma_engine::ChunkRef::PositionZero]);
+    assert_eq!(ok_payload(&p, id)[REPLY_HEADER..], args[..]);
+}
+
+/// RFC 8166 §4.2.1, §4.5.2, §6.1: a Long Call whose Position-Zero chunk
+/// holds an RPC message with another XID is answered ERR_CHUNK once that
+/// chunk is pulled; its data chunk is never pulled, and its credit returns.
+#[test]
+fn long_call_with_a_foreign_xid_in_position_zero_gets_err_chunk() {
+    let mut ca = config(Side::Active, 4, 2);
+    ca.chunk_limits.long_call_item_chunks = true;
+    let mut p = Pair::new(
+        ca,
+        config(Side::Passive, 4, 2),
+        Service::Echo,
+        Service::Echo,
+    );
+    let now = p.now;
+    let shape = ReplyShape {
+        max_reduced_len: 28,
+        ..Default::default()
+    };
+    let mut args = vec![0u8; 1100];
+    args.extend(words(&[3000]));
+    let id =
+        p.a.call_with(now, procs::PUT, &args, Some(&[1u8; 3000]), shape, None)
+            .unwrap();
+    p.step();
+    // The Position-Zero region is registered first.
+    let h = p.a.mem.handles()[0];
+    p.a.mem.region_mut(h).unwrap()[0] ^= 0xff; // the RPC XID
+    p.run();
+    assert_eq!(
+        p.a.result(id),
+        Some(&Err(CallError::RdmaError(
+            rpcrdma_proto::wire::ErrorBody::Chunk
+        )))
+    );
+    assert_eq!(p.b.reads, vec![rpcrdma_engine::ChunkRef::PositionZero]);
+    assert!(p.b.received.is_empty());
+    assert_eq!(p.b.conn.responder_credits().in_use, 0);
+}
+
+/// A Long Call whose DDP item keeps a Read chunk of its own beside
+/// Position Zero: the data chunk is pulled only after the Position-Zero
+/// chunk passed its checks.
+#[test]
+fn long_call_data_chunks_are_pulled_after_position_zero() {
+    let mut ca = config(Side::Active, 4, 2);
+    ca.chunk_limits.long_call_item_chunks = true;
+    let mut p = Pair::new(
+        ca,
+        config(Side::Passive, 4, 2),
+        Service::Echo,
+        Service::Echo,
+    );
+    let now = p.now;
+    let mut args = vec![0u8; 1100];
+    args.extend(words(&[3000]));
+    let data = vec![0x5a; 3000];
+    let id =
+        p.a.call_with(
+            now,
+            procs::PUT,
+            &args,
+            Some(&data),
+            ReplyShape {
+                max_reduced_len: (REPLY_HEADER + args.len() + data.len()) as u64,
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    p.run();
+    use rpcrdma_engine::ChunkRef;
+    assert_eq!(p.b.reads, vec![ChunkRef::PositionZero, ChunkRef::Data(0)]);
+    let got = ok_payload(&p, id);
+    assert_eq!(got[REPLY_HEADER..REPLY_HEADER + args.len()], args[..]);
+    assert_eq!(got[REPLY_HEADER + args.len()..], data[..]);
+}
+
 fn c_xid(p: &Pair, id: rpcrdma_engine::CallId) -> u32 {
     p.a.done.iter().find(|d| d.0 == id).map(|d| d.1).unwrap()
 }

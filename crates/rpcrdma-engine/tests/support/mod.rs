@@ -82,6 +82,18 @@ impl Memory {
         }
     }
 
+    /// A registered region's bytes, to tamper with.
+    pub fn region_mut(&mut self, h: u32) -> Option<&mut Vec<u8>> {
+        self.regions.get_mut(&h)
+    }
+
+    /// The handles registered, lowest first.
+    pub fn handles(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.regions.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Registered regions.
     pub fn len(&self) -> usize {
         self.regions.len()
@@ -152,6 +164,8 @@ pub struct Peer {
     pub peak_responder: u32,
     /// Calls whose credit was checked as they went out.
     pub calls_sent_checked: u64,
+    /// The chunks this side pulled, in the order it was asked to.
+    pub reads: Vec<ChunkRef>,
 }
 
 impl Peer {
@@ -175,6 +189,7 @@ impl Peer {
             peak_requester: 0,
             peak_responder: 0,
             calls_sent_checked: 0,
+            reads: Vec::new(),
         }
     }
 
@@ -656,6 +671,7 @@ impl Pair {
                     chunk,
                     segments,
                 } => {
+                    me.reads.push(chunk);
                     let mut sink = Vec::new();
                     let mut ok = true;
                     for s in segments {
@@ -664,8 +680,8 @@ impl Pair {
                             None => ok = false,
                         }
                     }
+                    me.conn.handle_read(token, ok.then_some(&sink[..]));
                     me.sinks.insert((id, chunk), sink);
-                    me.conn.handle_completion(token, ok);
                 }
                 Transmit::Write { token, id, writes } => {
                     let items = me.reply_items.get(&id).cloned().unwrap_or_default();

@@ -74,6 +74,7 @@ pub struct Connection {
     generation: u64,
     thresholds: Thresholds,
     reverse: bool,
+    reads_allowed: bool,
     requester: Requester,
     responder: Responder,
     transmits: VecDeque<Transmit>,
@@ -108,6 +109,7 @@ impl Connection {
             generation: 1,
             thresholds: config.thresholds,
             reverse: false,
+            reads_allowed: true,
             requester: Requester::new(req_dir, req_credits, config.first_xid),
             responder: Responder::new(resp_dir, resp_credits),
             transmits: VecDeque::new(),
@@ -161,6 +163,14 @@ impl Connection {
     /// Whether reverse-direction operation is on.
     pub fn reverse_enabled(&self) -> bool {
         self.reverse
+    }
+
+    /// The RDMA Read depth (ORD) negotiated for this connection. With 0
+    /// this side cannot pull any Read chunk: a call that carries one is
+    /// answered RDMA_ERROR/ERR_CHUNK (RFC 8166 §4.5.3: the Responder cannot
+    /// process it) instead of being left without a reply.
+    pub fn set_read_depth(&mut self, ord: u32) {
+        self.reads_allowed = ord > 0;
     }
 
     /// Receives the driver keeps posted: the forward credits, plus the
@@ -567,6 +577,19 @@ impl Connection {
             CallVerdict::Deliver(call) => call,
             v => return self.answer_verdict(v, grant),
         };
+        let has_reads = call
+            .header
+            .chunks()
+            .is_some_and(|c| !c.read_list.is_empty());
+        if has_reads && !self.reads_allowed {
+            let e = HeaderRepr::error(
+                call.header.xid,
+                RPCRDMA_VERSION,
+                grant,
+                rpcrdma_proto::wire::ErrorBody::Chunk,
+            );
+            return self.answer_verdict(CallVerdict::ReplyError(e), grant);
+        }
         self.stats.calls_received += 1;
         if direction == Direction::Reverse {
             self.stats.reverse_calls_received += 1;
@@ -1139,6 +1162,56 @@ mod tests {
         assert!(matches!(h.body, Body::Error(ErrorBody::Chunk)));
         assert_eq!(h.credit, 32, "errors carry the grant");
         assert_eq!(b.responder_credits().in_use, 0);
+    }
+
+    /// RDMATEST PUT call, RDMA_MSG, whose data (`chunk_len` bytes at
+    /// Position 44) is in a Read chunk and whose length word says
+    /// `length_word`.
+    fn put_with_chunk(xid: u32, length_word: u32, chunk_len: u32) -> Bytes {
+        let prog = rpcrdma_proto::binding::rdmatest::PROGRAM;
+        let mut m = words(&[xid, 1, 4, 0, 1, 44, 0x99, chunk_len, 0, 0x1000, 0, 0, 0]);
+        m.extend(words(&[xid, 0, 2, prog, 1, 2, 0, 0, 0, 0, length_word]));
+        Bytes::from(m)
+    }
+
+    fn rdmatest_passive() -> Connection {
+        let mut cfg = Config::new(Side::Passive);
+        cfg.bindings = std::sync::Arc::new(rpcrdma_proto::binding::rdmatest::RdmatestBinding);
+        Connection::new(cfg)
+    }
+
+    #[test]
+    fn rfc8166_s4_5_2_length_word_mismatch_gets_garbage_args() {
+        let now = Instant::now();
+        let mut b = rdmatest_passive();
+        b.handle_recv(now, 1, put_with_chunk(6, 100, 200), None);
+        let h = engine_send(&mut b, now);
+        let hdr = Header::parse(&h, &DecodeLimits::default()).unwrap();
+        assert!(matches!(hdr.body, Body::Msg { .. }));
+        assert_eq!(hdr.payload().unwrap(), &words(&[6, 1, 0, 0, 0, 4])[..]);
+        assert_eq!(b.responder_credits().in_use, 0);
+    }
+
+    #[test]
+    fn no_read_depth_answers_err_chunk_for_read_chunks() {
+        let now = Instant::now();
+        let mut b = rdmatest_passive();
+        b.set_read_depth(0);
+        b.handle_recv(now, 1, put_with_chunk(6, 200, 200), None);
+        let h = engine_send(&mut b, now);
+        let h = Header::parse(&h, &DecodeLimits::default()).unwrap();
+        assert!(matches!(h.body, Body::Error(ErrorBody::Chunk)));
+        assert_eq!(b.responder_credits().in_use, 0);
+        // With a read depth the same call is pulled.
+        let mut b = rdmatest_passive();
+        b.handle_recv(now, 1, put_with_chunk(6, 200, 200), None);
+        assert!(matches!(
+            b.poll_transmit(now),
+            Some(Transmit::Read {
+                chunk: ChunkRef::Data(0),
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -56,6 +56,52 @@
 //! Received messages are classified as CALL or REPLY before any XID lookup
 //! ([`classify()`]), so a reverse call and a forward call with the same
 //! XID are two different transactions (RFC 8167 §3.3).
+//!
+//! # One call, driven by hand
+//!
+//! ```
+//! use std::time::Instant;
+//! use bytes::Bytes;
+//! use rpcrdma_engine::{CallSpec, Config, Connection, Event, Side, Transmit};
+//! use rpcrdma_proto::marshal::ReplyShape;
+//! use rpcrdma_proto::stream::{gather, Item};
+//!
+//! let now = Instant::now();
+//! let mut client = Connection::new(Config::new(Side::Active));
+//! let mut server = Connection::new(Config::new(Side::Passive));
+//!
+//! // A NULL call: the RPC header (AUTH_NONE) is the only item.
+//! let spec = CallSpec {
+//!     items: vec![Item::Xdr(40)],
+//!     reply: ReplyShape { max_reduced_len: 24, ..Default::default() },
+//!     timeout: None,
+//! };
+//! let id = client.submit(now, spec).unwrap();
+//! let xid = client.xid(id).unwrap();
+//! let rpc: Vec<u8> = [xid, 0, 2, 100_003, 3, 0, 0, 0, 0, 0]
+//!     .iter().flat_map(|w| w.to_be_bytes()).collect();
+//!
+//! // Client driver: register (nothing to register here), then Send.
+//! let Some(Transmit::Prepare { id, plan, .. }) = client.poll_transmit(now) else { panic!() };
+//! assert!(client.call_ready(now, id, &plan));
+//! let Some(Transmit::Send { token, head, inline, .. }) = client.poll_transmit(now) else { panic!() };
+//! let wire = [&head[..], &gather(&inline, &[&rpc])[..]].concat();
+//! client.handle_completion(token, true);
+//!
+//! // Server: the Receive, the call, the reply.
+//! server.handle_recv(now, server.generation(), Bytes::from(wire), None);
+//! let Some(Event::IncomingCall(call)) = server.poll_event() else { panic!() };
+//! let reply: Vec<u8> = [xid, 1, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+//! server.reply(call.id, &[Item::Xdr(24)]).unwrap();
+//! let Some(Transmit::Send { head, inline, .. }) = server.poll_transmit(now) else { panic!() };
+//! let wire = [&head[..], &gather(&inline, &[&reply])[..]].concat();
+//!
+//! // Client: the reply completes the call, and carries the grant.
+//! client.handle_recv(now, client.generation(), Bytes::from(wire), None);
+//! let Some(Event::CallDone { result: Ok(r), .. }) = client.poll_event() else { panic!() };
+//! assert_eq!(&r.msg[r.header_len..], &reply[..]);
+//! assert_eq!(client.requester_credits().limit, 32);
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -630,6 +630,41 @@ fn reverse_call_with_the_xid_of_a_forward_call_is_a_separate_transaction() {
         p.a.conn.stats().bad_replies + p.b.conn.stats().bad_replies,
         0
     );
+
+    // The other order: a reverse call outstanding, then a forward call
+    // with its XID reaches the passive side.
+    let r2 = p.b.call(p.now, procs::ECHO, &words(&[2]));
+    p.run();
+    assert_eq!(p.a.incoming.len(), 1);
+    let f2 = p.a.call(p.now, procs::ECHO, &words(&[1]));
+    assert_eq!(p.a.conn.xid(f2), p.b.conn.xid(r2));
+    p.run();
+    assert_eq!(
+        p.b.incoming.len(),
+        1,
+        "the forward call is a call at the server"
+    );
+    assert!(matches!(
+        p.b.conn.call_state(r2),
+        Some(CallState::Sent { .. })
+    ));
+    p.b.answer_next();
+    p.run();
+    assert_eq!(ok_payload(&p, f2)[REPLY_HEADER..], words(&[1])[..]);
+    assert!(matches!(
+        p.b.conn.call_state(r2),
+        Some(CallState::Sent { .. })
+    ));
+    p.a.answer_next();
+    p.run();
+    match p.b.result(r2) {
+        Some(Ok(c)) => assert_eq!(c.payload[REPLY_HEADER..], words(&[2])[..]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        p.a.conn.stats().bad_replies + p.b.conn.stats().bad_replies,
+        0
+    );
 }
 
 /// RFC 8167 §4.2: without reverse-direction chunks, a reverse call and its

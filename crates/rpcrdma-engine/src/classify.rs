@@ -4,11 +4,11 @@
 //! `rdma_credit` and the chunk lists mean different things in a Call and in
 //! a Reply, and the forward and reverse XID spaces are independent, so a
 //! forward-direction Call and a reverse-direction Call may carry the same
-//! XID at the same time (RFC 8167 §3.3). A receiver therefore looks at the
+//! XID at the same time (RFC 8167 §2.3). A receiver therefore looks at the
 //! RPC message's `msg_type` (RFC 5531 §9) before it looks the XID up.
 //!
 //! Reverse-direction messages travel as RDMA_MSG with three empty chunk
-//! lists (RFC 8167 §4.2 lets an implementation without reverse-direction
+//! lists (RFC 8167 §5.3 lets an implementation without reverse-direction
 //! chunks send only those, as Linux does), so only that shape is ever
 //! classified as the reverse direction: a message of any other shape
 //! belongs to the forward direction of the receiving side (a Reply on the
@@ -77,7 +77,7 @@ mod tests {
     }
 
     #[test]
-    fn rfc8167_s3_3_call_and_reply_by_msg_type() {
+    fn rfc8167_s2_3_call_and_reply_by_msg_type() {
         assert_eq!(
             classify(&msg(7, 0, [0; 3], &[7, 0, 2])),
             Some(MsgType::Call)

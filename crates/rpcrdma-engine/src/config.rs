@@ -7,20 +7,20 @@ use rpcrdma_proto::binding::{BindingLookup, NoBindings};
 use rpcrdma_proto::marshal::ChunkLimits;
 use rpcrdma_proto::wire::DecodeLimits;
 
-/// Which end of the connection this engine is (RFC 8166 §5.1, RFC 8167
-/// §3): the active side connects and is the forward-direction Requester;
+/// Which end of the connection this engine is (RFC 8166 §2.2.2, RFC 8167
+/// §2.2): the active side connects and is the forward-direction Requester;
 /// the passive side accepts and is the forward-direction Responder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Side {
     /// The RPC client: connects, and reconnects after a loss.
     Active,
     /// The RPC server: accepts; it can never reconnect to its client
-    /// (RFC 8167 §4.3).
+    /// (RFC 8167 §5.4).
     Passive,
 }
 
 /// The inline thresholds of one connection, named by the direction of the
-/// Send rather than by RPC role (RFC 8166 §3.3.2, RFC 8797 §4.1), so that a
+/// Send rather than by RPC role (RFC 8166 §3.3.2, RFC 8797 §3.1), so that a
 /// reverse-direction Call, which travels from the passive side, is held to
 /// the passive side's send limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -149,7 +149,7 @@ impl Connection {
     }
 
     /// Turns reverse-direction operation on for this connection (RFC 8167
-    /// §5: the upper layer tells the transport once the peer has said it
+    /// §6: the upper layer tells the transport once the peer has said it
     /// supports it, e.g. when an NFSv4.1 client binds a backchannel). Off by default: a
     /// connection that never enables it behaves, on the wire, exactly as
     /// a forward-only one. On the passive side it lets
@@ -175,7 +175,7 @@ impl Connection {
 
     /// Receives the driver keeps posted: the forward credits, plus the
     /// backward credits when reverse operation is on (each side posts
-    /// for the reverse calls or replies it may receive, RFC 8167 §4.1),
+    /// for the reverse calls or replies it may receive, RFC 8167 §4.2),
     /// plus the configured margin.
     pub fn recv_target(&self) -> u32 {
         let forward = match self.config.side {
@@ -276,7 +276,7 @@ impl Connection {
         Ok(id)
     }
 
-    /// RFC 8167 §4.2: without reverse-direction chunks, a reverse call is
+    /// RFC 8167 §5.3: without reverse-direction chunks, a reverse call is
     /// RDMA_MSG with empty chunk lists, so it and its reply must each fit
     /// inline.
     fn check_reverse_call(&self, spec: &CallSpec) -> Result<(), SubmitError> {
@@ -392,7 +392,7 @@ impl Connection {
     /// RDMA_ERROR/ERR_CHUNK when it cannot be conveyed (§4.5.3). The
     /// call's credit returns before the Send is queued, and the reply
     /// carries this side's grant. Reverse-direction calls offer no chunks,
-    /// so their replies are Short or ERR_CHUNK (RFC 8167 §4.2).
+    /// so their replies are Short or ERR_CHUNK (RFC 8167 §5.2, §5.3).
     pub fn reply(&mut self, id: CallId, items: &[Item]) -> Result<(), EngineError> {
         let ready = self
             .responder
@@ -480,7 +480,7 @@ impl Connection {
             (Side::Active, Some(MsgType::Call)) | (Side::Passive, Some(MsgType::Reply))
                 if !self.reverse =>
             {
-                // RFC 8167 §5: a peer MUST NOT send reverse-direction
+                // RFC 8167 §6: a peer MUST NOT send reverse-direction
                 // messages before support was indicated; this side drops
                 // them without an answer (it has no Requester or Responder
                 // for that direction), leaving forward traffic untouched.
@@ -928,7 +928,7 @@ impl Connection {
                 }
             }
             Side::Passive => {
-                // RFC 8167 §4.3: the server cannot reconnect; its reverse
+                // RFC 8167 §5.4: the server cannot reconnect; its reverse
                 // calls fail.
                 self.phase = Phase::Closed;
                 for id in ids {
@@ -951,10 +951,10 @@ impl Connection {
     }
 
     /// The active side connected again, with the thresholds negotiated for
-    /// the new connection (RFC 8797 §4.1: they may change). Credits start
+    /// the new connection (RFC 8797 §4: they may change). Credits start
     /// over (RFC 8166 §3.3.3) and the queued calls, retransmissions first,
     /// go out on the new generation. The passive side never reconnects
-    /// (RFC 8167 §4.3).
+    /// (RFC 8167 §5.4).
     pub fn handle_reconnected(
         &mut self,
         now: Instant,
@@ -1050,7 +1050,7 @@ impl Connection {
         }
     }
 
-    /// RFC 8167 §4.1, §4.2: RDMA_MSG, no chunks, `rdma_credit` = the
+    /// RFC 8167 §5.1, §5.3: RDMA_MSG, no chunks, `rdma_credit` = the
     /// reverse credits requested.
     fn send_reverse_call(&mut self, now: Instant, id: CallId, xid: u32) -> Transmit {
         let header = HeaderRepr {

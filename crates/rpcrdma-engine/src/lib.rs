@@ -51,11 +51,11 @@
 //! side loses its connection, Preparing and Sent calls are queued again and
 //! retransmitted with the same XID on the next generation; receives from
 //! an older generation are dropped. The passive side never reconnects:
-//! its reverse calls fail (RFC 8167 §4.3).
+//! its reverse calls fail (RFC 8167 §5.4).
 //!
 //! Received messages are classified as CALL or REPLY before any XID lookup
 //! ([`classify()`]), so a reverse call and a forward call with the same
-//! XID are two different transactions (RFC 8167 §3.3).
+//! XID are two different transactions (RFC 8167 §2.3).
 //!
 //! # One call, driven by hand
 //!

@@ -37,7 +37,7 @@ pub struct Stats {
     /// Reverse-direction calls this side received (active side).
     pub reverse_calls_received: u64,
     /// Reverse-direction messages dropped because reverse-direction
-    /// operation is off (RFC 8167 §5).
+    /// operation is off (RFC 8167 §6).
     pub reverse_refused: u64,
     /// Receives from an earlier connection generation, dropped.
     pub stale_receives: u64,

@@ -20,7 +20,7 @@ pub struct CallId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Token(pub u64);
 
-/// The RPC direction of a call (RFC 8167 §3).
+/// The RPC direction of a call (RFC 8167 §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
     /// Sent by the active side (the RPC client), answered by the passive side.
@@ -143,7 +143,7 @@ pub enum CallError {
     #[error("responder answered RDMA_ERROR {0:?}")]
     RdmaError(ErrorBody),
     /// The connection was lost and this call cannot be sent again
-    /// (reverse-direction calls, RFC 8167 §4.3).
+    /// (reverse-direction calls, RFC 8167 §5.4).
     #[error("connection lost")]
     ConnectionLost,
     /// It could not be planned (RFC 8166 §3.5).
@@ -222,16 +222,16 @@ pub enum Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {
     /// Reverse-direction operation is off on this connection (RFC 8167
-    /// §5: not before the peer indicated support).
+    /// §6: not before the peer indicated support).
     #[error("reverse-direction operation is not enabled")]
     ReverseDisabled,
     /// The passive side lost its connection and cannot reconnect (RFC 8167
-    /// §4.3).
+    /// §5.4).
     #[error("connection closed")]
     Closed,
     /// A reverse-direction call travels as RDMA_MSG without chunks: it must
     /// fit the send threshold and its reply the receive threshold, with no
-    /// DDP-eligible item (RFC 8167 §4.2).
+    /// DDP-eligible item (RFC 8167 §5.3).
     #[error("reverse-direction call of {len} bytes exceeds the inline limit {limit}")]
     TooLarge {
         /// Bytes needed.
@@ -239,7 +239,7 @@ pub enum SubmitError {
         /// The limit.
         limit: u32,
     },
-    /// A reverse-direction call may not move data in chunks (RFC 8167 §4.2).
+    /// A reverse-direction call may not move data in chunks (RFC 8167 §5.3).
     #[error("reverse-direction calls carry no chunks")]
     ChunksNotSupported,
 }
@@ -251,7 +251,7 @@ pub enum EngineError {
     /// dropped, or its connection ended).
     #[error("no such call awaiting a reply")]
     UnknownCall,
-    /// The passive side never reconnects (RFC 8167 §4.3).
+    /// The passive side never reconnects (RFC 8167 §5.4).
     #[error("the passive side cannot reconnect")]
     PassiveCannotReconnect,
     /// The connection is still up.

@@ -528,7 +528,7 @@ fn bidi(a_credits: u32, backward: u32) -> Pair {
 /// Forward and reverse calls interleave on one connection, each direction
 /// at full credit; backward credits are never exceeded, counted by the
 /// passive side's Requester and by the active side's Responder; forward
-/// and backward credits are counted apart (RFC 8167 §4.1).
+/// and backward credits are counted apart (RFC 8167 §4.1, §4.2).
 #[test]
 fn reverse_calls_interleave_with_forward_calls_at_full_credit() {
     let mut p = bidi(4, 2);
@@ -590,7 +590,7 @@ fn reverse_calls_interleave_with_forward_calls_at_full_credit() {
         .all(|r| r.direction == Direction::Forward));
 }
 
-/// RFC 8167 §3.3: the two XID spaces are independent. A reverse call with
+/// RFC 8167 §2.3: the two XID spaces are independent. A reverse call with
 /// the XID of an outstanding forward call is dispatched as a call, and the
 /// forward call still completes with its own reply.
 #[test]
@@ -667,7 +667,7 @@ fn reverse_call_with_the_xid_of_a_forward_call_is_a_separate_transaction() {
     );
 }
 
-/// RFC 8167 §4.2: without reverse-direction chunks, a reverse call and its
+/// RFC 8167 §5.3: without reverse-direction chunks, a reverse call and its
 /// reply must fit inline, and no DDP item may be reduced.
 #[test]
 fn reverse_calls_are_inline_only() {
@@ -731,7 +731,7 @@ fn reverse_operation_off_changes_nothing_on_the_wire() {
     assert_eq!(off, on);
 }
 
-/// RFC 8167 §5: a peer MUST NOT send reverse-direction messages before
+/// RFC 8167 §6: a peer MUST NOT send reverse-direction messages before
 /// support was indicated. A reverse call received by an active side that
 /// did not enable reverse operation is dropped, unanswered and uncounted
 /// against any credit; forward calls go on; the sender's call times out.
@@ -770,7 +770,7 @@ fn reverse_call_to_a_side_that_did_not_enable_it_is_dropped() {
 
 // ---- 6. Connection loss in the reverse direction ----------------------------------
 
-/// RFC 8167 §4.3: a lost connection fails the reverse calls in flight (the
+/// RFC 8167 §5.4: a lost connection fails the reverse calls in flight (the
 /// server cannot reconnect to retransmit them); the passive side refuses
 /// to reconnect; forward calls are retransmitted by the active side on a
 /// new connection.

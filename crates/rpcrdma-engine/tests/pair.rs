@@ -819,6 +819,8 @@ fn connection_loss_fails_reverse_calls_and_the_passive_side_stays_closed() {
 #[derive(Clone, Debug)]
 enum Op {
     Submit,
+    SubmitReverse,
+    AnswerReverse,
     Deliver(bool),
     Drop(bool),
     DuplicateReply,
@@ -831,6 +833,8 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => Just(Op::Submit),
+        2 => Just(Op::SubmitReverse),
+        2 => Just(Op::AnswerReverse),
         6 => any::<bool>().prop_map(Op::Deliver),
         1 => any::<bool>().prop_map(Op::Drop),
         1 => Just(Op::DuplicateReply),
@@ -852,20 +856,43 @@ fn dir(a_to_b: bool) -> Dir {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
-    /// Whatever the order of submissions, deliveries, drops, duplicated
-    /// and reordered replies, timeouts and reconnects: no call goes out
-    /// beyond the grant in force, the Responder never has more in process
-    /// than it granted (no overrun), and every call completes exactly once
-    /// (the fixture panics on a second completion).
+    /// Whatever the order of forward and reverse submissions, deliveries,
+    /// drops, duplicated and reordered messages, answers, timeouts and
+    /// reconnects: no call in either direction goes out beyond the grant in
+    /// force, neither Responder ever has more in process than it granted
+    /// (no overrun), and every call completes exactly once (the fixture
+    /// panics on a second completion).
     #[test]
     fn random_interleavings_keep_credits_and_complete_each_call_once(
         ops in proptest::collection::vec(op(), 1..120),
         credits in 1u32..6,
+        backward in 1u32..4,
     ) {
-        let mut p = pair(8, credits, Service::Echo, Service::Hold);
+        let mut p = Pair::new(
+            config(Side::Active, 8, backward),
+            config(Side::Passive, credits, backward),
+            Service::Hold,
+            Service::Hold,
+        );
+        p.a.conn.enable_reverse();
+        p.b.conn.enable_reverse();
+        p.b_reverse = true;
         let mut submitted = 0usize;
+        let mut reverse = 0usize;
         for o in ops {
             match o {
+                Op::SubmitReverse => {
+                    let t = Some(Duration::from_millis(5000));
+                    let shape = ReplyShape { max_reduced_len: 28, ..Default::default() };
+                    match p.b.call_with(p.now, procs::ECHO, &words(&[reverse as u32]), None, shape, t) {
+                        Ok(_) => reverse += 1,
+                        Err(e) => {
+                            prop_assert_eq!(e, SubmitError::Closed);
+                            prop_assert_eq!(p.b.conn.phase(), Phase::Closed);
+                        }
+                    }
+                }
+                Op::AnswerReverse => { p.a.answer_next(); }
                 Op::Submit => {
                     let t = Some(Duration::from_millis(5000));
                     let shape = ReplyShape { max_reduced_len: 28, ..Default::default() };
@@ -874,7 +901,17 @@ proptest! {
                 }
                 Op::Deliver(d) => { p.deliver(dir(d)); }
                 Op::Drop(d) => { p.drop_next(dir(d)); }
-                Op::DuplicateReply => p.duplicate_next(Dir::BtoA),
+                Op::DuplicateReply => {
+                    // A reliable connection never duplicates a message; a
+                    // duplicated reply is what a confused peer could send,
+                    // a duplicated call would be a credit overrun.
+                    let front_is_call = p.b_to_a.front().is_some_and(|w| {
+                        rpcrdma_engine::classify(&w.bytes) == Some(rpcrdma_engine::MsgType::Call)
+                    });
+                    if !front_is_call {
+                        p.duplicate_next(Dir::BtoA);
+                    }
+                }
                 Op::Swap(d) => p.swap_next(dir(d)),
                 Op::Answer => { p.b.answer_next(); }
                 Op::Advance(ms) => p.advance(Duration::from_millis(ms as u64)),
@@ -893,12 +930,16 @@ proptest! {
                 p.reconnect();
             }
             p.run();
-            while p.b.answer_next().is_some() {
+            while p.b.answer_next().is_some() || p.a.answer_next().is_some() {
                 p.run();
             }
             p.advance(Duration::from_secs(6));
         }
         prop_assert_eq!(p.a.done.len(), submitted);
+        let reverse_done: usize = p.old_b.iter().chain([&p.b]).map(|b| b.done.len()).sum();
+        prop_assert_eq!(reverse_done, reverse);
+        prop_assert!(p.a.peak_responder <= backward);
+        prop_assert_eq!(p.a.conn.stats().credit_overruns, 0);
         prop_assert_eq!(p.b.conn.stats().credit_overruns, 0);
         for b in &p.old_b {
             prop_assert_eq!(b.conn.stats().credit_overruns, 0);

@@ -829,40 +829,65 @@ impl Connection {
             return;
         }
         for id in due {
-            let Some(call) = self.requester.calls.get_mut(&id) else {
-                continue;
-            };
-            let xid = call.xid;
             self.stats.timeouts += 1;
-            match std::mem::replace(&mut call.state, CallState::Queued) {
-                CallState::Queued => {
-                    self.requester.remove(id);
-                }
-                CallState::Preparing { generation } => {
-                    call.state = CallState::Abandoned {
-                        offered: None,
-                        generation,
-                    };
-                }
-                CallState::Sent {
-                    offered,
-                    generation,
-                    ..
-                } => {
-                    call.state = CallState::Abandoned {
-                        offered: Some(offered),
-                        generation,
-                    };
-                }
-                s @ CallState::Abandoned { .. } => call.state = s,
-            }
-            self.events.push_back(Event::CallDone {
-                id,
-                xid,
-                result: Err(CallError::Timeout),
-            });
+            self.abandon(id, CallError::Timeout);
         }
         self.break_if_stuck();
+    }
+
+    /// The caller gave call `id` up (it went away before the reply): the
+    /// call ends with [`CallError::Cancelled`] at once, exactly as at its
+    /// deadline. `false` if there is no such unfinished call.
+    pub fn cancel(&mut self, id: CallId) -> bool {
+        let live = self
+            .requester
+            .calls
+            .get(&id)
+            .is_some_and(|c| !matches!(c.state, CallState::Abandoned { .. }));
+        if live {
+            self.abandon(id, CallError::Cancelled);
+            self.break_if_stuck();
+        }
+        live
+    }
+
+    /// Ends a call for its caller: one still queued simply leaves; one
+    /// holding a credit becomes Abandoned and keeps it.
+    fn abandon(&mut self, id: CallId, why: CallError) {
+        let Some(call) = self.requester.calls.get_mut(&id) else {
+            return;
+        };
+        let xid = call.xid;
+        match std::mem::replace(&mut call.state, CallState::Queued) {
+            CallState::Queued => {
+                self.requester.remove(id);
+            }
+            CallState::Preparing { generation } => {
+                call.state = CallState::Abandoned {
+                    offered: None,
+                    generation,
+                };
+            }
+            CallState::Sent {
+                offered,
+                generation,
+                ..
+            } => {
+                call.state = CallState::Abandoned {
+                    offered: Some(offered),
+                    generation,
+                };
+            }
+            s @ CallState::Abandoned { .. } => {
+                call.state = s;
+                return;
+            }
+        }
+        self.events.push_back(Event::CallDone {
+            id,
+            xid,
+            result: Err(why),
+        });
     }
 
     /// When abandoned calls hold every credit the Responder grants, no
@@ -1212,6 +1237,50 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_cancelled_call_ends_once_and_keeps_its_credit_until_retired() {
+        let now = Instant::now();
+        let mut a = Connection::new(Config::new(Side::Active));
+        let spec = || CallSpec {
+            items: vec![Item::Xdr(40)],
+            ..Default::default()
+        };
+        let queued = a.submit(now, spec()).unwrap();
+        let sent = a.submit(now, spec()).unwrap();
+        assert!(a.cancel(queued), "still queued: it just leaves");
+        assert!(matches!(
+            a.poll_event(),
+            Some(Event::CallDone {
+                result: Err(CallError::Cancelled),
+                ..
+            })
+        ));
+        assert_eq!(a.call_state(queued), None);
+        let Some(Transmit::Prepare { id, plan, .. }) = a.poll_transmit(now) else {
+            panic!()
+        };
+        assert_eq!(id, sent);
+        assert!(a.call_ready(now, id, &plan));
+        // One credit before the first grant, held by `sent`: cancelling it
+        // leaves no credit for anything else, so the connection is given up.
+        assert!(a.cancel(sent));
+        assert!(!a.cancel(sent), "already ended");
+        assert!(matches!(
+            a.poll_event(),
+            Some(Event::CallDone {
+                result: Err(CallError::Cancelled),
+                ..
+            })
+        ));
+        assert_eq!(a.poll_event(), Some(Event::Retired { id: sent }));
+        assert_eq!(
+            a.poll_event(),
+            Some(Event::ConnectionLost {
+                reason: LostReason::Stuck
+            })
+        );
     }
 
     #[test]

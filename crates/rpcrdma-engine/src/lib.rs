@@ -26,6 +26,7 @@
 //! - [`Connection::handle_completion`]: a work request completed, by
 //!   [`Token`];
 //! - [`Connection::handle_timeout`]: time passed;
+//!   [`Connection::cancel`]: a caller gave its call up;
 //! - [`Connection::handle_connection_lost`] /
 //!   [`Connection::handle_reconnected`].
 //!
@@ -45,7 +46,8 @@
 //! Each call this side sends is in one [`CallState`]: `Queued` (waiting for
 //! a credit, RFC 8166 §3.3.1) → `Preparing` (a credit is held, the driver
 //! registers) → `Sent` (on the wire on one connection generation) → done
-//! when its reply comes. A timeout ends the call for its caller at once;
+//! when its reply comes. A timeout (or [`Connection::cancel`]) ends the
+//! call for its caller at once;
 //! if it held a credit it stays `Abandoned`, credit and registrations held,
 //! until its late reply (dropped) or the connection's end. When the active
 //! side loses its connection, Preparing and Sent calls are queued again and

@@ -139,6 +139,11 @@ pub enum CallError {
     /// until its reply or the connection's end returns its credit).
     #[error("call timed out")]
     Timeout,
+    /// The caller gave it up ([`Connection::cancel`](crate::Connection::cancel));
+    /// like a timeout, it keeps its credit until its reply or the
+    /// connection's end.
+    #[error("call cancelled")]
+    Cancelled,
     /// The Responder answered RDMA_ERROR (RFC 8166 §4.5).
     #[error("responder answered RDMA_ERROR {0:?}")]
     RdmaError(ErrorBody),

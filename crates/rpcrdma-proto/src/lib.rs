@@ -4,6 +4,8 @@
 //!
 //! - [`wire`]: the transport header — zero-copy decoding ([`wire::Header`])
 //!   and encoding into caller buffers ([`wire::HeaderRepr`]).
+//! - [`classify`]: whether a received message is a Call or a Reply, before
+//!   any XID lookup (RFC 8167 §5), and which half of an endpoint takes it.
 //! - [`validate`]: what a receiver must do with a call or a reply
 //!   (deliver / ERR_VERS / ERR_CHUNK / GARBAGE_ARGS / discard), RFC 8166 §4.5.
 //! - [`binding`]: the Upper-Layer Binding interface (RFC 8166 §6) and the
@@ -68,6 +70,7 @@
 #![deny(missing_docs)]
 
 pub mod binding;
+pub mod classify;
 pub mod counters;
 pub mod credits;
 pub mod error;

@@ -4,6 +4,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use bytes::Bytes;
+use rpcrdma_proto::classify::{route, Route};
 use rpcrdma_proto::marshal::plan_call;
 use rpcrdma_proto::marshal::{CallPlan, OfferedChunks};
 use rpcrdma_proto::reply::plan_reply;
@@ -13,7 +14,6 @@ use rpcrdma_proto::wire::{
     Body, BodyRepr, ChunkListsRepr, HeaderRepr, Segment, MIN_HEADER_LEN, RPCRDMA_VERSION,
 };
 
-use crate::classify::{classify, MsgType};
 use crate::config::{Config, Side, Thresholds};
 use crate::requester::{Call, CallState, Requester};
 use crate::responder::{Incoming, Responder};
@@ -460,9 +460,10 @@ impl Connection {
     /// A Receive completed on the queue pair of `generation` with `msg`
     /// (and the STag a Send with Invalidate invalidated, if any). The
     /// message is classified as CALL or REPLY before any XID lookup
-    /// ([`classify()`](crate::classify())): a reverse-direction call goes to
-    /// the active side's Responder, a reverse-direction reply to the
-    /// passive side's Requester, everything else to the forward half.
+    /// ([`rpcrdma_proto::classify::route`], RFC 8167 §2.3): a
+    /// reverse-direction call goes to the active side's Responder, a
+    /// reverse-direction reply to the passive side's Requester, everything
+    /// else to the forward half.
     pub fn handle_recv(
         &mut self,
         now: Instant,
@@ -475,24 +476,27 @@ impl Connection {
             self.stats.stale_receives += 1;
             return;
         }
-        let class = classify(&msg);
-        match (self.config.side, class) {
-            (Side::Active, Some(MsgType::Call)) | (Side::Passive, Some(MsgType::Reply))
-                if !self.reverse =>
-            {
-                // RFC 8167 §6: a peer MUST NOT send reverse-direction
-                // messages before support was indicated; this side drops
-                // them without an answer (it has no Requester or Responder
-                // for that direction), leaving forward traffic untouched.
-                self.stats.reverse_refused += 1;
-                tracing::debug!(side = ?self.config.side, "reverse-direction message while reverse operation is off: dropped");
-            }
-            (Side::Active, Some(MsgType::Call)) | (Side::Passive, None | Some(MsgType::Call)) => {
-                self.on_call(msg)
-            }
-            (Side::Active, None | Some(MsgType::Reply)) | (Side::Passive, Some(MsgType::Reply)) => {
-                self.on_reply(msg, invalidated_rkey)
-            }
+        let side = match self.config.side {
+            Side::Active => rpcrdma_proto::classify::Side::Client,
+            Side::Passive => rpcrdma_proto::classify::Side::Server,
+        };
+        let to = route(&msg, side);
+        let reverse = matches!(
+            (self.config.side, to),
+            (Side::Active, Route::Responder) | (Side::Passive, Route::Requester)
+        );
+        if reverse && !self.reverse {
+            // RFC 8167 §6: a peer MUST NOT send reverse-direction messages
+            // before support was indicated; this side drops them without
+            // an answer (it has no Requester or Responder for that
+            // direction), leaving forward traffic untouched.
+            self.stats.reverse_refused += 1;
+            tracing::debug!(side = ?self.config.side, "reverse-direction message while reverse operation is off: dropped");
+            return;
+        }
+        match to {
+            Route::Responder => self.on_call(msg),
+            Route::Requester => self.on_reply(msg, invalidated_rkey),
         }
     }
 

@@ -56,8 +56,8 @@
 //! its reverse calls fail (RFC 8167 §5.4).
 //!
 //! Received messages are classified as CALL or REPLY before any XID lookup
-//! ([`classify()`]), so a reverse call and a forward call with the same
-//! XID are two different transactions (RFC 8167 §2.3).
+//! ([`rpcrdma_proto::classify::route`]), so a reverse call and a forward
+//! call with the same XID are two different transactions (RFC 8167 §2.3).
 //!
 //! # One call, driven by hand
 //!
@@ -107,7 +107,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod classify;
 pub mod config;
 pub mod connection;
 pub mod requester;
@@ -115,7 +114,6 @@ mod responder;
 pub mod stats;
 pub mod types;
 
-pub use classify::{classify, MsgType};
 pub use config::{Config, Side, Thresholds};
 pub use connection::{Connection, CreditUse, Phase};
 pub use requester::CallState;

@@ -906,7 +906,10 @@ proptest! {
                     // duplicated reply is what a confused peer could send,
                     // a duplicated call would be a credit overrun.
                     let front_is_call = p.b_to_a.front().is_some_and(|w| {
-                        rpcrdma_engine::classify(&w.bytes) == Some(rpcrdma_engine::MsgType::Call)
+                        matches!(
+                            rpcrdma_proto::classify::classify(&w.bytes),
+                            rpcrdma_proto::classify::Direction::Call { .. }
+                        )
                     });
                     if !front_is_call {
                         p.duplicate_next(Dir::BtoA);

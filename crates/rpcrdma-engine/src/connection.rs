@@ -5,22 +5,13 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use rpcrdma_proto::classify::{route, Route};
-use rpcrdma_proto::marshal::plan_call;
-use rpcrdma_proto::marshal::{CallPlan, OfferedChunks};
-use rpcrdma_proto::reply::plan_reply;
-use rpcrdma_proto::stream::{Item, Span};
-use rpcrdma_proto::validate::{check_call, check_reply, CallVerdict, ReplyVerdict};
-use rpcrdma_proto::wire::{
-    Body, BodyRepr, ChunkListsRepr, HeaderRepr, Segment, MIN_HEADER_LEN, RPCRDMA_VERSION,
-};
 
 use crate::config::{Config, Side, Thresholds};
-use crate::requester::{Call, CallState, Requester};
-use crate::responder::{Incoming, Responder};
+use crate::requester::{CallState, Requester};
+use crate::responder::Responder;
 use crate::stats::Stats;
 use crate::types::{
-    CallError, CallId, CallSpec, ChunkRef, Direction, EngineError, Event, IncomingCall, LostReason,
-    MessageRef, Reply, SubmitError, Token, Transmit,
+    CallError, CallId, ChunkRef, Direction, EngineError, Event, LostReason, Token, Transmit,
 };
 
 /// Where the connection stands.
@@ -48,20 +39,10 @@ pub struct CreditUse {
 
 /// What a work request token stands for.
 #[derive(Clone, Copy, Debug)]
-enum TokenUse {
+pub(crate) enum TokenUse {
     Send,
     Write,
     Read(CallId, ChunkRef),
-}
-
-/// RPC GARBAGE_ARGS reply header with an AUTH_NONE verifier (RFC 5531 §9):
-/// xid, REPLY, MSG_ACCEPTED, verifier flavor and length, GARBAGE_ARGS.
-fn garbage_args_reply(xid: u32) -> [u8; 24] {
-    let mut b = [0u8; 24];
-    for (i, w) in [xid, 1, 0, 0, 0, 4].into_iter().enumerate() {
-        b[i * 4..i * 4 + 4].copy_from_slice(&w.to_be_bytes());
-    }
-    b
 }
 
 /// One RPC-over-RDMA connection's protocol state: a Requester half and a
@@ -69,20 +50,20 @@ fn garbage_args_reply(xid: u32) -> [u8; 24] {
 /// counters. See the [crate documentation](crate) for the flow.
 #[derive(Debug)]
 pub struct Connection {
-    config: Config,
-    phase: Phase,
-    generation: u64,
-    thresholds: Thresholds,
-    reverse: bool,
-    reads_allowed: bool,
-    requester: Requester,
-    responder: Responder,
-    transmits: VecDeque<Transmit>,
-    events: VecDeque<Event>,
-    tokens: HashMap<Token, TokenUse>,
-    next_token: u64,
-    next_id: u64,
-    stats: Stats,
+    pub(crate) config: Config,
+    pub(crate) phase: Phase,
+    pub(crate) generation: u64,
+    pub(crate) thresholds: Thresholds,
+    pub(crate) reverse: bool,
+    pub(crate) reads_allowed: bool,
+    pub(crate) requester: Requester,
+    pub(crate) responder: Responder,
+    pub(crate) transmits: VecDeque<Transmit>,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) tokens: HashMap<Token, TokenUse>,
+    pub(crate) next_token: u64,
+    pub(crate) next_id: u64,
+    pub(crate) stats: Stats,
 }
 
 impl Connection {
@@ -233,229 +214,18 @@ impl Connection {
         self.responder.calls.len()
     }
 
-    fn token(&mut self, u: TokenUse) -> Token {
+    pub(crate) fn token(&mut self, u: TokenUse) -> Token {
         let t = Token(self.next_token);
         self.next_token += 1;
         self.tokens.insert(t, u);
         t
     }
 
-    fn call_id(&mut self) -> CallId {
+    pub(crate) fn call_id(&mut self) -> CallId {
         let id = CallId(self.next_id);
         self.next_id += 1;
         id
     }
-
-    // ---- Requester inputs -------------------------------------------------
-
-    /// Queues a call: forward on the active side; reverse on the passive
-    /// side, which needs [`enable_reverse`](Self::enable_reverse). The call
-    /// goes out when a credit allows (RFC 8166 §3.3.1); its deadline is
-    /// `now` plus its timeout. On the active side calls may be submitted
-    /// while disconnected: they go out after the reconnect.
-    pub fn submit(&mut self, now: Instant, spec: CallSpec) -> Result<CallId, SubmitError> {
-        if self.phase == Phase::Closed {
-            return Err(SubmitError::Closed);
-        }
-        if self.requester.direction == Direction::Reverse {
-            self.check_reverse_call(&spec)?;
-        }
-        let timeout = spec.timeout.unwrap_or(self.config.call_timeout);
-        let xid = self.requester.alloc_xid();
-        let id = self.call_id();
-        self.requester.insert(
-            id,
-            Call {
-                xid,
-                spec,
-                state: CallState::Queued,
-                deadline: now + timeout,
-                waited: false,
-            },
-        );
-        Ok(id)
-    }
-
-    /// RFC 8167 §5.3: without reverse-direction chunks, a reverse call is
-    /// RDMA_MSG with empty chunk lists, so it and its reply must each fit
-    /// inline.
-    fn check_reverse_call(&self, spec: &CallSpec) -> Result<(), SubmitError> {
-        if !self.reverse {
-            return Err(SubmitError::ReverseDisabled);
-        }
-        if spec.items.iter().any(|i| matches!(i, Item::Ddp(_)))
-            || !spec.reply.write_chunks.is_empty()
-        {
-            return Err(SubmitError::ChunksNotSupported);
-        }
-        let len = MIN_HEADER_LEN as u64 + spec.items.iter().map(|i| i.unreduced_len()).sum::<u64>();
-        if len > self.thresholds.send as u64 {
-            return Err(SubmitError::TooLarge {
-                len,
-                limit: self.thresholds.send,
-            });
-        }
-        let reply = MIN_HEADER_LEN as u64 + spec.reply.max_reduced_len;
-        if reply > self.thresholds.recv as u64 {
-            return Err(SubmitError::TooLarge {
-                len: reply,
-                limit: self.thresholds.recv,
-            });
-        }
-        Ok(())
-    }
-
-    /// The driver registered a [`Transmit::Prepare`]d call's regions and
-    /// filled in their handles: the call goes on the wire (a
-    /// [`Transmit::Send`] follows). `false` when it must not be sent after
-    /// all (it timed out meanwhile, or the connection changed): the driver
-    /// releases the registrations.
-    pub fn call_ready(&mut self, now: Instant, id: CallId, plan: &CallPlan) -> bool {
-        let generation = self.generation;
-        let connected = self.phase == Phase::Connected;
-        let Some(call) = self.requester.calls.get_mut(&id) else {
-            return false;
-        };
-        match call.state {
-            CallState::Preparing { generation: g } if g == generation && connected => {
-                call.state = CallState::Sent {
-                    offered: plan.offered(),
-                    generation,
-                    at: now,
-                };
-                self.stats.calls_sent += 1;
-                let head = Bytes::from(plan.header.to_vec());
-                let inline = plan.inline().to_vec();
-                let token = self.token(TokenUse::Send);
-                self.transmits.push_back(Transmit::Send {
-                    token,
-                    message: MessageRef::Call(id),
-                    head,
-                    inline,
-                });
-                true
-            }
-            CallState::Abandoned {
-                offered: None,
-                generation: g,
-            } => {
-                self.requester.remove(id);
-                if g == generation {
-                    self.requester.credits.release();
-                }
-                self.events.push_back(Event::Retired { id });
-                false
-            }
-            _ => false,
-        }
-    }
-
-    /// The driver could not prepare a call (a registration failed): the
-    /// call ends with [`CallError::Prepare`] and its credit returns.
-    pub fn call_failed(&mut self, id: CallId, reason: impl Into<String>) {
-        let generation = self.generation;
-        let Some(call) = self.requester.calls.get(&id) else {
-            return;
-        };
-        let (xid, state) = (call.xid, call.state.clone());
-        match state {
-            CallState::Preparing { generation: g } => {
-                self.requester.remove(id);
-                if g == generation {
-                    self.requester.credits.release();
-                }
-                self.events.push_back(Event::CallDone {
-                    id,
-                    xid,
-                    result: Err(CallError::Prepare(reason.into())),
-                });
-            }
-            CallState::Abandoned {
-                offered: None,
-                generation: g,
-            } => {
-                self.requester.remove(id);
-                if g == generation {
-                    self.requester.credits.release();
-                }
-                self.events.push_back(Event::Retired { id });
-            }
-            _ => {}
-        }
-    }
-
-    // ---- Responder inputs -------------------------------------------------
-
-    /// Answers received call `id` with the reply stream `items` (the
-    /// driver holds the bytes). Plans the reply against what the call
-    /// offered (RFC 8166 §3.4.6, §4.3): RDMA Writes then the Send, or
-    /// RDMA_ERROR/ERR_CHUNK when it cannot be conveyed (§4.5.3). The
-    /// call's credit returns before the Send is queued, and the reply
-    /// carries this side's grant. Reverse-direction calls offer no chunks,
-    /// so their replies are Short or ERR_CHUNK (RFC 8167 §5.2, §5.3).
-    pub fn reply(&mut self, id: CallId, items: &[Item]) -> Result<(), EngineError> {
-        let ready = self
-            .responder
-            .calls
-            .get(&id)
-            .is_some_and(|c| c.pending_reads == 0 && c.ready.is_none());
-        if !ready || self.phase != Phase::Connected {
-            return Err(EngineError::UnknownCall);
-        }
-        let Some(inc) = self.responder.calls.remove(&id) else {
-            return Err(EngineError::UnknownCall);
-        };
-        let grant = self.responder.grant();
-        self.responder.release();
-        self.stats.replies_sent += 1;
-        match plan_reply(inc.xid, grant, items, &inc.offered, self.thresholds.send) {
-            Ok(plan) => {
-                if !plan.writes.is_empty() {
-                    let token = self.token(TokenUse::Write);
-                    self.transmits.push_back(Transmit::Write {
-                        token,
-                        id,
-                        writes: plan.writes,
-                    });
-                }
-                let token = self.token(TokenUse::Send);
-                self.transmits.push_back(Transmit::Send {
-                    token,
-                    message: MessageRef::Reply(id),
-                    head: Bytes::from(plan.header.to_vec()),
-                    inline: plan.inline,
-                });
-            }
-            Err(e) => {
-                tracing::debug!(xid = inc.xid, error = %e, "reply cannot be conveyed: ERR_CHUNK");
-                self.send_engine(e.error_header(inc.xid, grant).to_vec());
-            }
-        }
-        Ok(())
-    }
-
-    /// The upper layer drops received call `id` without answering: its
-    /// credit returns.
-    pub fn drop_call(&mut self, id: CallId) -> Result<(), EngineError> {
-        if self.responder.calls.remove(&id).is_none() {
-            return Err(EngineError::UnknownCall);
-        }
-        self.responder.release();
-        self.stats.calls_discarded += 1;
-        Ok(())
-    }
-
-    fn send_engine(&mut self, head: Vec<u8>) {
-        let token = self.token(TokenUse::Send);
-        self.transmits.push_back(Transmit::Send {
-            token,
-            message: MessageRef::Engine,
-            head: Bytes::from(head),
-            inline: Vec::new(),
-        });
-    }
-
-    // ---- Receives and completions -----------------------------------------
 
     /// A Receive completed on the queue pair of `generation` with `msg`
     /// (and the STag a Send with Invalidate invalidated, if any). The
@@ -500,222 +270,6 @@ impl Connection {
         }
     }
 
-    fn on_reply(&mut self, msg: Bytes, invalidated_rkey: Option<u32>) {
-        let generation = self.generation;
-        let limits = self.config.decode_limits;
-        let verdict = {
-            let req = &self.requester;
-            check_reply(&msg, &limits, |xid| req.offered_for(xid, generation))
-        };
-        match verdict {
-            ReplyVerdict::Discard(reason) => {
-                self.stats.bad_replies += 1;
-                tracing::debug!(?reason, "reply discarded");
-            }
-            ReplyVerdict::Error { xid, err, credit } => {
-                self.complete(xid, credit, Err(CallError::RdmaError(err)))
-            }
-            ReplyVerdict::Deliver(h) => {
-                let (xid, credit) = (h.xid, h.credit);
-                let reply = Reply {
-                    header_len: h.header_len,
-                    nomsg: matches!(h.body, Body::NoMsg { .. }),
-                    returned: h.chunks().map(|c| c.to_repr()).unwrap_or_default(),
-                    invalidated_rkey,
-                    msg: msg.clone(),
-                };
-                self.complete(xid, credit, Ok(reply))
-            }
-        }
-    }
-
-    /// A reply (or RDMA_ERROR) matched call `xid`: its credit returns, the
-    /// grant updates (RFC 8166 §3.3.1), and the call completes, or, when
-    /// it was abandoned, retires.
-    fn complete(&mut self, xid: u32, credit: u32, result: Result<Reply, CallError>) {
-        let before = self.requester.credits.limit();
-        self.requester.credits.on_reply(credit);
-        let lowered = self.requester.credits.limit() < before;
-        let Some(&id) = self.requester.by_xid.get(&xid) else {
-            return;
-        };
-        let Some(call) = self.requester.remove(id) else {
-            return;
-        };
-        match call.state {
-            CallState::Abandoned { .. } => {
-                self.stats.late_replies += 1;
-                self.events.push_back(Event::Retired { id });
-            }
-            _ => {
-                match &result {
-                    Ok(_) => self.stats.replies_received += 1,
-                    Err(_) => self.stats.rdma_errors_received += 1,
-                }
-                self.events.push_back(Event::CallDone { id, xid, result });
-            }
-        }
-        if lowered {
-            self.break_if_stuck();
-        }
-    }
-
-    fn on_call(&mut self, msg: Bytes) {
-        let direction = self.responder.direction;
-        if self.responder.admit().is_err() {
-            // RFC 8166 §3.3.1: a Requester MUST NOT exceed the grant; the
-            // connection is closed.
-            self.stats.credit_overruns += 1;
-            tracing::warn!(?direction, "requester exceeded its credit grant; closing");
-            self.lose(LostReason::CreditOverrun);
-            return;
-        }
-        self.stats.max_in_process = self
-            .stats
-            .max_in_process
-            .max(self.responder.in_process as u64);
-        let grant = self.responder.grant();
-        let limits = self.config.decode_limits;
-        let bindings = self.config.bindings.clone();
-        let call = match check_call(&msg, &limits, &*bindings, grant) {
-            CallVerdict::Deliver(call) => call,
-            v => return self.answer_verdict(v, grant),
-        };
-        let has_reads = call
-            .header
-            .chunks()
-            .is_some_and(|c| !c.read_list.is_empty());
-        if has_reads && !self.reads_allowed {
-            let e = HeaderRepr::error(
-                call.header.xid,
-                RPCRDMA_VERSION,
-                grant,
-                rpcrdma_proto::wire::ErrorBody::Chunk,
-            );
-            return self.answer_verdict(CallVerdict::ReplyError(e), grant);
-        }
-        self.stats.calls_received += 1;
-        if direction == Direction::Reverse {
-            self.stats.reverse_calls_received += 1;
-        }
-        let id = self.call_id();
-        let xid = call.header.xid;
-        let mut first: Vec<(ChunkRef, Vec<Segment>)> = Vec::new();
-        let mut data: Vec<(ChunkRef, Vec<Segment>)> = Vec::new();
-        if let Some(c) = call.header.chunks() {
-            let list = c.read_list;
-            let segs = |r: &std::ops::Range<usize>| -> Vec<Segment> {
-                r.clone()
-                    .filter_map(|i| list.get(i).map(|s| s.segment))
-                    .collect()
-            };
-            if let Some(p0) = &call.reassembly.position_zero {
-                first.push((ChunkRef::PositionZero, segs(&p0.segments)));
-            }
-            for (i, ch) in call.reassembly.chunks.iter().enumerate() {
-                data.push((ChunkRef::Data(i), segs(&ch.segments)));
-            }
-        }
-        // A Long Call's data chunks are pulled only once its Position-Zero
-        // chunk has been checked (`rpcrdma_proto::validate::CallVerdict`):
-        // only then are their lengths known to match the binding.
-        if first.is_empty() {
-            first = std::mem::take(&mut data);
-        }
-        let ready = IncomingCall {
-            id,
-            xid,
-            direction,
-            header_len: call.header.header_len,
-            reassembly: call.reassembly.clone(),
-            msg: msg.clone(),
-        };
-        self.responder.calls.insert(
-            id,
-            Incoming {
-                xid,
-                offered: call.offered.clone(),
-                pending_reads: first.len(),
-                ready: Some(ready),
-                later_reads: data,
-            },
-        );
-        if first.is_empty() {
-            self.dispatch(id);
-        }
-        self.push_reads(id, first);
-    }
-
-    fn push_reads(&mut self, id: CallId, reads: Vec<(ChunkRef, Vec<Segment>)>) {
-        for (chunk, segments) in reads {
-            let token = self.token(TokenUse::Read(id, chunk));
-            self.transmits.push_back(Transmit::Read {
-                token,
-                id,
-                chunk,
-                segments,
-            });
-        }
-    }
-
-    /// Answers a call that is not delivered (RFC 8166 §4.5): its credit
-    /// returns first.
-    fn answer_verdict(&mut self, v: CallVerdict<'_>, grant: u32) {
-        self.responder.release();
-        match v {
-            CallVerdict::ReplyError(h) => {
-                self.stats.replies_sent += 1;
-                self.send_engine(h.to_vec());
-            }
-            CallVerdict::GarbageArgs { xid, chunks } => {
-                self.stats.replies_sent += 1;
-                self.send_garbage_args(xid, grant, chunks);
-            }
-            CallVerdict::Discard(reason) => {
-                self.stats.calls_discarded += 1;
-                tracing::debug!(?reason, "call discarded");
-            }
-            CallVerdict::Deliver(_) => {}
-        }
-    }
-
-    /// RFC 8166 §4.5.2: GARBAGE_ARGS via RDMA_MSG, echoing the call's
-    /// chunks unused; when that does not fit this side's send threshold,
-    /// ERR_CHUNK instead (§4.5.3).
-    fn send_garbage_args(&mut self, xid: u32, grant: u32, chunks: ChunkListsRepr) {
-        let h = HeaderRepr {
-            xid,
-            vers: RPCRDMA_VERSION,
-            credit: grant,
-            body: BodyRepr::Msg(chunks),
-        };
-        let rpc = garbage_args_reply(xid);
-        if h.buffer_len() + rpc.len() > self.thresholds.send as usize {
-            let e = HeaderRepr::error(
-                xid,
-                RPCRDMA_VERSION,
-                grant,
-                rpcrdma_proto::wire::ErrorBody::Chunk,
-            );
-            self.send_engine(e.to_vec());
-            return;
-        }
-        let mut head = h.to_vec();
-        head.extend_from_slice(&rpc);
-        self.send_engine(head);
-    }
-
-    fn dispatch(&mut self, id: CallId) {
-        if let Some(ev) = self
-            .responder
-            .calls
-            .get_mut(&id)
-            .and_then(|c| c.ready.take())
-        {
-            self.events.push_back(Event::IncomingCall(ev));
-        }
-    }
-
     /// A Send or the RDMA Writes of a reply completed (`ok`: successfully).
     /// A failed work request breaks the queue pair: the connection is lost.
     /// The RDMA Reads of a chunk complete through
@@ -734,191 +288,13 @@ impl Connection {
         }
     }
 
-    /// The RDMA Reads of one chunk completed: `Some(bytes)` pulled, `None`
-    /// on error (the connection is lost). The Position-Zero chunk of a
-    /// Long Call is the reduced call: it is checked as RFC 8166 §4.2.1,
-    /// §4.5 and §6.1 require (XID, direction, DDP-eligibility and length
-    /// of each data chunk against the binding) before its data chunks are
-    /// pulled; a failing call is answered ERR_CHUNK or GARBAGE_ARGS. When
-    /// every chunk is in, the call goes up ([`Event::IncomingCall`]).
-    pub fn handle_read(&mut self, token: Token, data: Option<&[u8]>) {
-        let Some(TokenUse::Read(id, chunk)) = self.tokens.remove(&token) else {
-            return;
-        };
-        let Some(data) = data else {
-            self.lose(LostReason::WorkRequestFailed);
-            return;
-        };
-        if chunk == ChunkRef::PositionZero && !self.check_position_zero(id, data) {
-            return;
-        }
-        let done = match self.responder.calls.get_mut(&id) {
-            Some(c) => {
-                c.pending_reads = c.pending_reads.saturating_sub(1);
-                c.pending_reads == 0
-            }
-            None => false,
-        };
-        if done {
-            self.dispatch(id);
-        }
-    }
-
-    /// Checks a Long Call's reduced stream; on success queues the Reads of
-    /// its data chunks. `false` when the call was answered or dropped.
-    fn check_position_zero(&mut self, id: CallId, reduced: &[u8]) -> bool {
-        let Some(msg) = self
-            .responder
-            .calls
-            .get(&id)
-            .and_then(|c| c.ready.as_ref())
-            .map(|r| r.msg.clone())
-        else {
-            return false;
-        };
-        let grant = self.responder.grant();
-        let limits = self.config.decode_limits;
-        let bindings = self.config.bindings.clone();
-        let checked = match check_call(&msg, &limits, &*bindings, grant) {
-            CallVerdict::Deliver(mut call) => call
-                .check_payload(reduced, &*bindings, grant)
-                .map(|()| call.reassembly.clone()),
-            // The header passed when the call arrived.
-            _ => Err(CallVerdict::Discard(
-                rpcrdma_proto::validate::DiscardReason::NoPayload,
-            )),
-        };
-        match checked {
-            Ok(reassembly) => {
-                let Some(c) = self.responder.calls.get_mut(&id) else {
-                    return false;
-                };
-                if let Some(r) = c.ready.as_mut() {
-                    r.reassembly = reassembly;
-                }
-                let later = std::mem::take(&mut c.later_reads);
-                c.pending_reads += later.len();
-                self.push_reads(id, later);
-                true
-            }
-            Err(v) => {
-                self.responder.calls.remove(&id);
-                self.answer_verdict(v, grant);
-                false
-            }
-        }
-    }
-
-    // ---- Time ---------------------------------------------------------------
-
-    /// The next instant [`handle_timeout`](Self::handle_timeout) has work:
-    /// the earliest deadline of a call whose caller still waits.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.requester.next_deadline()
-    }
-
-    /// Time passed: every call whose deadline is at or before `now` ends
-    /// with [`CallError::Timeout`]. One still queued simply leaves; one
-    /// holding a credit becomes [`CallState::Abandoned`] and keeps the
-    /// credit until its reply or the connection's end.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<CallId> = self
-            .requester
-            .calls
-            .iter()
-            .filter(|(_, c)| c.deadline <= now && !matches!(c.state, CallState::Abandoned { .. }))
-            .map(|(&id, _)| id)
-            .collect();
-        if due.is_empty() {
-            return;
-        }
-        for id in due {
-            self.stats.timeouts += 1;
-            self.abandon(id, CallError::Timeout);
-        }
-        self.break_if_stuck();
-    }
-
-    /// The caller gave call `id` up (it went away before the reply): the
-    /// call ends with [`CallError::Cancelled`] at once, exactly as at its
-    /// deadline. `false` if there is no such unfinished call.
-    pub fn cancel(&mut self, id: CallId) -> bool {
-        let live = self
-            .requester
-            .calls
-            .get(&id)
-            .is_some_and(|c| !matches!(c.state, CallState::Abandoned { .. }));
-        if live {
-            self.abandon(id, CallError::Cancelled);
-            self.break_if_stuck();
-        }
-        live
-    }
-
-    /// Ends a call for its caller: one still queued simply leaves; one
-    /// holding a credit becomes Abandoned and keeps it.
-    fn abandon(&mut self, id: CallId, why: CallError) {
-        let Some(call) = self.requester.calls.get_mut(&id) else {
-            return;
-        };
-        let xid = call.xid;
-        match std::mem::replace(&mut call.state, CallState::Queued) {
-            CallState::Queued => {
-                self.requester.remove(id);
-            }
-            CallState::Preparing { generation } => {
-                call.state = CallState::Abandoned {
-                    offered: None,
-                    generation,
-                };
-            }
-            CallState::Sent {
-                offered,
-                generation,
-                ..
-            } => {
-                call.state = CallState::Abandoned {
-                    offered: Some(offered),
-                    generation,
-                };
-            }
-            s @ CallState::Abandoned { .. } => {
-                call.state = s;
-                return;
-            }
-        }
-        self.events.push_back(Event::CallDone {
-            id,
-            xid,
-            result: Err(why),
-        });
-    }
-
-    /// When abandoned calls hold every credit the Responder grants, no
-    /// reply can ever free one: like a major timeout, the active side
-    /// replaces the connection (live calls are retransmitted, abandoned
-    /// ones retire). The passive side, which cannot reconnect, leaves its
-    /// reverse calls to their timeouts.
-    fn break_if_stuck(&mut self) {
-        if self.config.side != Side::Active || self.phase != Phase::Connected {
-            return;
-        }
-        let stuck = self.requester.abandoned_on(self.generation);
-        if stuck > 0 && stuck >= self.requester.credits.limit() {
-            tracing::info!(stuck, "abandoned calls hold every credit: reconnecting");
-            self.lose(LostReason::Stuck);
-        }
-    }
-
-    // ---- Connection ---------------------------------------------------------
-
     /// The driver saw the connection end (a flush, a disconnect event).
     pub fn handle_connection_lost(&mut self, now: Instant) {
         let _ = now;
         self.lose(LostReason::Driver);
     }
 
-    fn lose(&mut self, reason: LostReason) {
+    pub(crate) fn lose(&mut self, reason: LostReason) {
         if self.phase != Phase::Connected {
             return;
         }
@@ -1003,8 +379,6 @@ impl Connection {
         }
     }
 
-    // ---- Outputs ------------------------------------------------------------
-
     /// The next work request to post, in order. Answers and RDMA
     /// operations come first; then this side's queued calls, as long as a
     /// credit is free (RFC 8166 §3.3.1: never more outstanding than the
@@ -1021,100 +395,7 @@ impl Connection {
             self.requester.holding_credit(self.generation),
             "every credit taken is held by exactly one call"
         );
-        loop {
-            let &id = self.requester.queue.front()?;
-            if !self.requester.credits.can_send() {
-                if let Some(c) = self.requester.calls.get_mut(&id) {
-                    if !c.waited {
-                        c.waited = true;
-                        self.stats.credit_waits += 1;
-                    }
-                }
-                return None;
-            }
-            self.requester.queue.pop_front();
-            let Some(call) = self.requester.calls.get(&id) else {
-                continue;
-            };
-            let xid = call.xid;
-            self.requester.credits.try_send();
-            self.stats.max_outstanding = self
-                .stats
-                .max_outstanding
-                .max(self.requester.credits.outstanding() as u64);
-            match self.requester.direction {
-                Direction::Forward => {
-                    let planned = plan_call(
-                        xid,
-                        self.requester.credits.requested(),
-                        &call.spec.items,
-                        &call.spec.reply,
-                        &self.thresholds.as_requester(),
-                        &self.config.chunk_limits,
-                    );
-                    match planned {
-                        Ok(plan) => {
-                            if let Some(c) = self.requester.calls.get_mut(&id) {
-                                c.state = CallState::Preparing {
-                                    generation: self.generation,
-                                };
-                            }
-                            return Some(Transmit::Prepare { id, xid, plan });
-                        }
-                        Err(e) => {
-                            self.requester.credits.release();
-                            self.requester.remove(id);
-                            self.events.push_back(Event::CallDone {
-                                id,
-                                xid,
-                                result: Err(CallError::Plan(e)),
-                            });
-                        }
-                    }
-                }
-                Direction::Reverse => {
-                    return Some(self.send_reverse_call(now, id, xid));
-                }
-            }
-        }
-    }
-
-    /// RFC 8167 §5.1, §5.3: RDMA_MSG, no chunks, `rdma_credit` = the
-    /// reverse credits requested.
-    fn send_reverse_call(&mut self, now: Instant, id: CallId, xid: u32) -> Transmit {
-        let header = HeaderRepr {
-            xid,
-            vers: RPCRDMA_VERSION,
-            credit: self.requester.credits.requested(),
-            body: BodyRepr::Msg(ChunkListsRepr::default()),
-        };
-        let mut inline = Vec::new();
-        if let Some(c) = self.requester.calls.get_mut(&id) {
-            for (i, it) in c.spec.items.iter().enumerate() {
-                let len = it.unreduced_len() as u32;
-                if len > 0 {
-                    inline.push(Span::Item {
-                        item: i,
-                        offset: 0,
-                        len,
-                    });
-                }
-            }
-            c.state = CallState::Sent {
-                offered: OfferedChunks::default(),
-                generation: self.generation,
-                at: now,
-            };
-        }
-        self.stats.calls_sent += 1;
-        self.stats.reverse_calls_sent += 1;
-        let token = self.token(TokenUse::Send);
-        Transmit::Send {
-            token,
-            message: MessageRef::Call(id),
-            head: Bytes::from(header.to_vec()),
-            inline,
-        }
+        self.next_call(now)
     }
 
     /// The next event, in order.
@@ -1126,6 +407,10 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::incoming::garbage_args_reply;
+    use crate::types::{CallSpec, MessageRef};
+    use rpcrdma_proto::stream::Item;
+    use rpcrdma_proto::wire::Body;
     use rpcrdma_proto::wire::{DecodeLimits, ErrorBody, Header};
 
     fn words(w: &[u32]) -> Vec<u8> {

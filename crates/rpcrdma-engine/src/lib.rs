@@ -109,6 +109,8 @@
 
 pub mod config;
 pub mod connection;
+mod incoming;
+mod outgoing;
 pub mod requester;
 mod responder;
 pub mod stats;

@@ -43,6 +43,19 @@ impl ProcedureBinding {
             ddp_results: &[],
         }
     }
+
+    /// Whether a Requester may offer a call's DDP-eligible argument contents,
+    /// of lengths `lens` in XDR order, for reduction: at most one per
+    /// argument the binding declares DDP-eligible, the `i`-th no longer than
+    /// the `i`-th such argument's largest length. Senders MUST NOT reduce
+    /// data items that are not DDP-eligible (RFC 8166 §6.1), so when this
+    /// is false the whole call travels as plain XDR (inline, or in a
+    /// Position-Zero Read chunk).
+    pub fn allows_ddp_args(&self, lens: impl IntoIterator<Item = u64>) -> bool {
+        let mut eligible = self.ddp_args.iter();
+        lens.into_iter()
+            .all(|len| eligible.next().is_some_and(|a| len <= u64::from(a.max_len)))
+    }
 }
 
 /// What a Requester's transport can show a binding about a call's arguments
@@ -178,3 +191,40 @@ pub mod layout;
 pub mod rdmatest;
 
 pub use layout::{DdpPlacement, LayoutError, ReplyLayout};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARGS: &[DdpItem] = &[
+        DdpItem {
+            name: "a",
+            max_len: 100,
+        },
+        DdpItem {
+            name: "b",
+            max_len: 8,
+        },
+    ];
+
+    #[test]
+    fn rfc8166_s6_1_only_declared_arguments_within_their_size() {
+        let pb = ProcedureBinding {
+            name: "p",
+            ddp_args: ARGS,
+            ddp_results: &[],
+        };
+        assert!(pb.allows_ddp_args([]));
+        assert!(pb.allows_ddp_args([100]));
+        assert!(pb.allows_ddp_args([0, 8]));
+        assert!(!pb.allows_ddp_args([101]), "longer than the first argument");
+        assert!(
+            !pb.allows_ddp_args([1, 9]),
+            "longer than the second argument"
+        );
+        assert!(!pb.allows_ddp_args([1, 1, 1]), "more pieces than arguments");
+        let plain = ProcedureBinding::plain("q");
+        assert!(plain.allows_ddp_args([]));
+        assert!(!plain.allows_ddp_args([0]));
+    }
+}

@@ -136,10 +136,36 @@ impl ResponderCredits {
         Ok(())
     }
 
-    /// A call was answered; its receive buffer is posted again.
+    /// A call was answered; its receive buffer is posted again (a transport
+    /// that keeps a call's receive buffer until its reply is sent).
     pub fn on_reply_sent(&mut self) {
+        self.on_call_done();
+        self.on_recv_posted(1);
+    }
+
+    /// `n` receives were posted (again). A transport that copies each
+    /// message out of its receive buffer and posts the buffer again at once
+    /// reports that here right after [`on_call`](Self::on_call), so that
+    /// the receives posted stay what the receive queue holds.
+    pub fn on_recv_posted(&mut self, n: u32) {
+        self.posted = self.posted.saturating_add(n);
+    }
+
+    /// A call ended (answered, or dropped without an answer) and no longer
+    /// counts against the grant; its receive was already posted again
+    /// ([`on_recv_posted`](Self::on_recv_posted)).
+    pub fn on_call_done(&mut self) {
         self.in_process = self.in_process.saturating_sub(1);
-        self.posted += 1;
+    }
+
+    /// Calls received and not yet done.
+    pub fn in_process(&self) -> u32 {
+        self.in_process
+    }
+
+    /// Receives posted now, by this account.
+    pub fn posted(&self) -> u32 {
+        self.posted
     }
 }
 
@@ -207,6 +233,23 @@ mod tests {
         assert_eq!(r.on_call(), Err(CreditOverrun));
         assert_eq!(CreditOverrun.action(), crate::validate::Action::Close);
         r.on_reply_sent();
+        assert!(r.on_call().is_ok());
+    }
+
+    #[test]
+    fn rfc8166_s3_3_1_receives_posted_again_at_once() {
+        // 4 credits over 4 + 4 receives, each posted again as soon as its
+        // message is copied out: the posted count stays 8, the grant 4.
+        let mut r = ResponderCredits::new(4, 8);
+        for n in 1..=4 {
+            r.on_call().unwrap();
+            r.on_recv_posted(1);
+            assert_eq!((r.in_process(), r.posted(), r.grant()), (n, 8, 4));
+        }
+        assert_eq!(r.on_call(), Err(CreditOverrun));
+        assert_eq!(r.posted(), 8, "an overrun consumes nothing");
+        r.on_call_done();
+        assert_eq!((r.in_process(), r.posted()), (3, 8));
         assert!(r.on_call().is_ok());
     }
 }

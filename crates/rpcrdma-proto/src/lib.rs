@@ -16,6 +16,8 @@
 //!   locating DDP results of a reply.
 //! - [`reply`]: the Responder's plan for a reply (Write chunks, Short or
 //!   Long Reply, RDMA Writes to perform).
+//! - [`respond`]: what a Responder answers instead of a reply (the
+//!   ERR_CHUNK cases and GARBAGE_ARGS, RFC 8166 §4.5).
 //! - [`credits`]: credit accounting (RFC 8166 §3.3).
 //! - [`private_data`]: RFC 8797 connection private data.
 //! - [`counters`]: counters for a mountstats-like line.
@@ -78,6 +80,7 @@ pub mod marshal;
 pub mod private_data;
 pub mod reassemble;
 pub mod reply;
+pub mod respond;
 pub mod stream;
 pub mod validate;
 pub mod wire;

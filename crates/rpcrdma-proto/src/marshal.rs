@@ -28,6 +28,38 @@ pub struct Thresholds {
     pub reply_inline: u32,
 }
 
+/// The inline thresholds as one end of a connection uses them, named by
+/// direction: the largest Send it may post and the largest Send it can
+/// receive (RFC 8166 §3.3.2). Whichever end calls, a message travels under
+/// its sender's `send`: a reverse-direction Call (RFC 8167 §4.2), from
+/// server to client, under the limit that forward Replies use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InlineLimits {
+    /// Largest Send this end may post.
+    pub send: u32,
+    /// Largest Send this end can receive.
+    pub recv: u32,
+}
+
+impl Thresholds {
+    /// The thresholds as `side` uses them: the client sends under the call
+    /// threshold and receives under the reply threshold, the server the
+    /// other way round (each computed by RFC 8797 §7 from one peer's Send
+    /// Size and the other's Receive Size).
+    pub fn side(&self, side: crate::classify::Side) -> InlineLimits {
+        match side {
+            crate::classify::Side::Client => InlineLimits {
+                send: self.call_inline,
+                recv: self.reply_inline,
+            },
+            crate::classify::Side::Server => InlineLimits {
+                send: self.reply_inline,
+                recv: self.call_inline,
+            },
+        }
+    }
+}
+
 impl Default for Thresholds {
     /// 1024 bytes each way (RFC 8166 §3.3.3).
     fn default() -> Self {
@@ -103,6 +135,105 @@ impl ReplyShape {
             max_reduced_len: max_rpc_reply_header + est.max_reduced_results,
             write_pad: false,
         }
+    }
+
+    /// Offers Write chunks only for the results that have a caller's buffer
+    /// (`capacities`, in XDR order), each no larger than its buffer; the
+    /// results left without a chunk, or with an empty one, come inline with
+    /// their pads and are added to the reduced reply (RFC 8166 §4.3.2).
+    fn fit_result_buffers(
+        mut self,
+        est: &crate::binding::ReplyEstimate,
+        capacities: &[usize],
+    ) -> Self {
+        let n = capacities.len().min(est.ddp_results.len());
+        self.write_chunks.truncate(n);
+        for (wc, &cap) in self.write_chunks.iter_mut().zip(capacities) {
+            *wc = (*wc).min(cap.min(u32::MAX as usize) as u32);
+        }
+        let inline: u64 = est
+            .ddp_results
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i >= n || self.write_chunks[i] == 0)
+            .map(|(_, &l)| roundup4(u64::from(l)))
+            .sum();
+        self.max_reduced_len += inline;
+        self
+    }
+}
+
+/// What a Requester knows when it provisions the reply resources of a call
+/// (RFC 8166 §6.2: a Requester allocates them for the largest possible
+/// reply before the Responder forms it): the Upper-Layer Binding's estimate
+/// and what the caller brought.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplyBounds<'a> {
+    /// The binding's estimate for this call (`None`: no binding, an unknown
+    /// procedure, or arguments too short to tell).
+    pub estimate: Option<&'a crate::binding::ReplyEstimate>,
+    /// The binding can put Write-chunk data back into a reply (it has a
+    /// [`ReplyLayout`](crate::binding::ReplyLayout)); without one no Write
+    /// chunk is offered and every result comes inline or in the Reply chunk.
+    pub layout: bool,
+    /// Capacities of the caller's result buffers, in XDR order: the `i`-th
+    /// DDP-eligible result may be placed in the `i`-th buffer.
+    pub result_buffers: &'a [usize],
+    /// The RPC procedure; procedure 0 (NULL) has a void result.
+    pub procedure: u32,
+    /// The caller's bound on the reply, if it gave one.
+    pub max_reply_len: Option<u64>,
+    /// The largest RPC reply header (24 bytes with an AUTH_NONE verifier,
+    /// more with RPCSEC_GSS).
+    pub rpc_reply_header: u64,
+    /// The reply size assumed with neither an estimate nor a caller's bound.
+    pub default_max_reply: u64,
+    /// Offer XDR roundup space after Write chunks ([`ReplyShape::write_pad`]).
+    pub write_pad: bool,
+}
+
+impl ReplyBounds<'_> {
+    /// The reply to provision for:
+    /// - with an estimate and a layout, one Write chunk per DDP-eligible
+    ///   result that has a caller's buffer, as large as the smaller of the
+    ///   buffer and the binding's maximum; a result without one (or with an
+    ///   empty one, which offers an empty Write chunk) comes inline and
+    ///   counts in the reduced reply (RFC 8166 §4.3.2);
+    /// - with an estimate and no layout, no Write chunk and every result
+    ///   inline;
+    /// - with no estimate, the RPC reply header alone for NULL, otherwise
+    ///   the caller's bound or the default.
+    ///
+    /// The caller's bound raises an estimate it exceeds. [`plan_call`]
+    /// offers a Reply chunk when the largest reduced reply may exceed the
+    /// reply inline threshold (RFC 8166 §3.5.3, §4.3.3).
+    pub fn shape(&self) -> ReplyShape {
+        let hdr = self.rpc_reply_header;
+        let mut shape = match (self.estimate, self.layout) {
+            (Some(est), true) => {
+                ReplyShape::from_estimate(est, hdr).fit_result_buffers(est, self.result_buffers)
+            }
+            (Some(est), false) => ReplyShape {
+                write_chunks: Vec::new(),
+                max_reduced_len: hdr + est.max_unreduced_results(),
+                write_pad: false,
+            },
+            (None, _) if self.procedure == 0 => ReplyShape {
+                write_chunks: Vec::new(),
+                max_reduced_len: hdr,
+                write_pad: false,
+            },
+            (None, _) => ReplyShape {
+                write_chunks: Vec::new(),
+                max_reduced_len: self.max_reply_len.map_or(self.default_max_reply, u64::from),
+                write_pad: false,
+            },
+        };
+        if let (Some(_), Some(m)) = (self.estimate, self.max_reply_len) {
+            shape.max_reduced_len = shape.max_reduced_len.max(m);
+        }
+        shape.write_pad = self.write_pad;
+        shape
     }
 }
 
@@ -386,7 +517,7 @@ fn write_segments(
 /// Plans the Write list and Reply chunk for the expected reply.
 fn plan_reply_chunks(
     reply: &ReplyShape,
-    th: &Thresholds,
+    recv_inline: u32,
     limits: &ChunkLimits,
     chunks: &mut ChunkListsRepr,
     regions: &mut Vec<Region>,
@@ -439,7 +570,7 @@ fn plan_reply_chunks(
             reply_chunk: None,
         }
         .buffer_len() as u64;
-    if reply_hdr + reply.max_reduced_len > th.reply_inline as u64 {
+    if reply_hdr + reply.max_reduced_len > recv_inline as u64 {
         let cap = roundup4(reply.max_reduced_len);
         if cap > u32::MAX as u64 {
             return Err(PlanError::TooLong);
@@ -536,9 +667,26 @@ pub fn plan_call(
     th: &Thresholds,
     limits: &ChunkLimits,
 ) -> Result<CallPlan, PlanError> {
+    let inline = th.side(crate::classify::Side::Client);
+    plan_call_within(xid, credit, items, reply, inline, limits)
+}
+
+/// [`plan_call`] for a Requester whose inline limits are `inline`: the Call
+/// is sent under `inline.send`, and a Reply chunk is offered when the reply
+/// may exceed `inline.recv`. The forward-direction Requester is the client
+/// (`Thresholds::side(Side::Client)`); a reverse-direction Requester is the
+/// server (RFC 8167 §4.2).
+pub fn plan_call_within(
+    xid: u32,
+    credit: u32,
+    items: &[Item],
+    reply: &ReplyShape,
+    inline: InlineLimits,
+    limits: &ChunkLimits,
+) -> Result<CallPlan, PlanError> {
     let mut chunks = ChunkListsRepr::default();
     let mut regions = Vec::new();
-    plan_reply_chunks(reply, th, limits, &mut chunks, &mut regions)?;
+    plan_reply_chunks(reply, inline.recv, limits, &mut chunks, &mut regions)?;
 
     // Unreduced positions of the items, and the two candidate payloads.
     let mut pos = 0u64;
@@ -609,7 +757,7 @@ pub fn plan_call(
     let base_hdr = FIXED_LEN + chunks.buffer_len();
 
     // Short message.
-    if base_hdr as u64 + unreduced_len <= th.call_inline as u64 {
+    if base_hdr as u64 + unreduced_len <= inline.send as u64 {
         return Ok(CallPlan {
             kind: CallKind::Short,
             header: HeaderRepr {
@@ -630,7 +778,7 @@ pub fn plan_call(
     push_item_chunks(&ddp, limits, &mut ch, &mut rg)?;
     let hdr = FIXED_LEN + ch.buffer_len();
     let reduced_len = spans_len(&reduced);
-    if !ddp.is_empty() && hdr as u64 + reduced_len <= th.call_inline as u64 {
+    if !ddp.is_empty() && hdr as u64 + reduced_len <= inline.send as u64 {
         return Ok(CallPlan {
             kind: CallKind::Chunked,
             header: HeaderRepr {
@@ -676,7 +824,7 @@ pub fn plan_call(
         push_item_chunks(&ddp, limits, &mut ch, &mut rg)?;
     }
     let hdr = FIXED_LEN + ch.buffer_len();
-    if hdr > th.call_inline as usize {
+    if hdr > inline.send as usize {
         return Err(PlanError::HeaderTooLarge(hdr));
     }
     Ok(CallPlan {
@@ -691,4 +839,137 @@ pub fn plan_call(
         payload,
         unreduced_len,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binding::ReplyEstimate;
+
+    fn bounds<'a>(est: Option<&'a ReplyEstimate>, bufs: &'a [usize]) -> ReplyBounds<'a> {
+        ReplyBounds {
+            estimate: est,
+            layout: true,
+            result_buffers: bufs,
+            procedure: 1,
+            max_reply_len: None,
+            rpc_reply_header: 24,
+            default_max_reply: 1 << 20,
+            write_pad: false,
+        }
+    }
+
+    fn est() -> ReplyEstimate {
+        ReplyEstimate {
+            max_reduced_results: 100,
+            ddp_results: vec![4096, 10],
+        }
+    }
+
+    #[test]
+    fn rfc8166_s6_2_a_write_chunk_per_result_buffer() {
+        let e = est();
+        let s = bounds(Some(&e), &[8192, 6]).shape();
+        assert_eq!(
+            s.write_chunks,
+            vec![4096, 6],
+            "capped by the binding and the buffer"
+        );
+        assert_eq!(s.max_reduced_len, 124);
+        assert_eq!(s, {
+            let mut f = ReplyShape::from_estimate(&e, 24);
+            f.write_chunks[1] = 6;
+            f
+        });
+    }
+
+    #[test]
+    fn rfc8166_s4_3_2_results_without_a_chunk_come_inline() {
+        let e = est();
+        // One buffer: the second result is inline (10 bytes + 2 pad).
+        let s = bounds(Some(&e), &[8192]).shape();
+        assert_eq!(s.write_chunks, vec![4096]);
+        assert_eq!(s.max_reduced_len, 24 + 100 + 12);
+        // An empty buffer offers an empty Write chunk: its result is inline.
+        let s = bounds(Some(&e), &[0, 16]).shape();
+        assert_eq!(s.write_chunks, vec![0, 10]);
+        assert_eq!(s.max_reduced_len, 24 + 100 + 4096);
+        // No buffers: no Write chunk, everything inline.
+        let s = bounds(Some(&e), &[]).shape();
+        assert!(s.write_chunks.is_empty());
+        assert_eq!(s.max_reduced_len, 24 + e.max_unreduced_results());
+    }
+
+    #[test]
+    fn no_layout_no_write_chunks() {
+        let e = est();
+        let mut b = bounds(Some(&e), &[8192, 8192]);
+        b.layout = false;
+        let s = b.shape();
+        assert!(s.write_chunks.is_empty());
+        assert_eq!(s.max_reduced_len, 24 + 100 + 4096 + 12);
+    }
+
+    #[test]
+    fn without_an_estimate() {
+        let mut b = bounds(None, &[]);
+        assert_eq!(b.shape().max_reduced_len, 1 << 20, "the default");
+        b.max_reply_len = Some(5000);
+        assert_eq!(b.shape().max_reduced_len, 5000, "the caller's bound");
+        b.procedure = 0;
+        assert_eq!(b.shape().max_reduced_len, 24, "NULL: the reply header");
+        b.write_pad = true;
+        assert!(b.shape().write_pad);
+    }
+
+    #[test]
+    fn rfc8166_s3_3_2_thresholds_by_direction() {
+        use crate::classify::Side;
+        let th = Thresholds {
+            call_inline: 4096,
+            reply_inline: 1024,
+        };
+        let c = th.side(Side::Client);
+        let s = th.side(Side::Server);
+        assert_eq!((c.send, c.recv), (4096, 1024));
+        assert_eq!((s.send, s.recv), (1024, 4096));
+        // What one end sends, the other receives.
+        assert_eq!((c.send, c.recv), (s.recv, s.send));
+    }
+
+    #[test]
+    fn rfc8167_s4_2_a_reverse_call_travels_under_the_servers_send_limit() {
+        use crate::classify::Side;
+        use crate::stream::Item;
+        let th = Thresholds {
+            call_inline: 4096,
+            reply_inline: 1024,
+        };
+        let reply = ReplyShape {
+            max_reduced_len: 100,
+            ..Default::default()
+        };
+        let items = [Item::Xdr(2000)];
+        let lim = ChunkLimits::default();
+        // Forward: 2000 bytes fit the client's 4096-byte send limit.
+        let fwd = plan_call(1, 1, &items, &reply, &th, &lim).unwrap();
+        assert_eq!(fwd.kind, CallKind::Short);
+        assert_eq!(
+            plan_call_within(1, 1, &items, &reply, th.side(Side::Client), &lim).unwrap(),
+            fwd
+        );
+        // Reverse: the server may send only 1024 bytes.
+        let rev = plan_call_within(1, 1, &items, &reply, th.side(Side::Server), &lim).unwrap();
+        assert_eq!(rev.kind, CallKind::Long);
+    }
+
+    #[test]
+    fn callers_bound_raises_an_estimate() {
+        let e = est();
+        let mut b = bounds(Some(&e), &[8192, 8192]);
+        b.max_reply_len = Some(9000);
+        assert_eq!(b.shape().max_reduced_len, 9000);
+        b.max_reply_len = Some(10);
+        assert_eq!(b.shape().max_reduced_len, 124);
+    }
 }

@@ -132,6 +132,13 @@ impl Negotiated {
         Negotiated::client(client, local)
     }
 
+    /// The inline limits of `side` of this connection: what it may Send and
+    /// what it can receive, whichever direction the RPC travels in
+    /// ([`Thresholds::side`]).
+    pub fn inline(&self, side: crate::classify::Side) -> crate::marshal::InlineLimits {
+        self.thresholds.side(side)
+    }
+
     /// Whether a reply may use Send With Invalidate: both peers advertised
     /// R, and the call exposed exactly one STag, which therefore belongs
     /// only to this XID (RFC 8797 §6; Linux's rule). Returns that STag.
@@ -147,6 +154,26 @@ impl Negotiated {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc8797_s7_each_side_sends_what_the_other_receives() {
+        use crate::classify::Side;
+        let client = PrivateData {
+            remote_invalidation: false,
+            send_size: 8192,
+            recv_size: 2048,
+        };
+        let server = PrivateData {
+            remote_invalidation: false,
+            send_size: 4096,
+            recv_size: 16384,
+        };
+        let c = Negotiated::client(&client, &server).inline(Side::Client);
+        let s = Negotiated::server(&server, &client).inline(Side::Server);
+        // Client sends min(8192, 16384); server sends min(4096, 2048).
+        assert_eq!((c.send, c.recv), (8192, 2048));
+        assert_eq!((s.send, s.recv), (2048, 8192));
+    }
 
     #[test]
     fn rfc8797_s5_byte_layout() {

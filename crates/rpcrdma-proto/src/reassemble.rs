@@ -328,6 +328,99 @@ impl WriteChunkCursor {
     }
 }
 
+/// One part of a reply's results as the RPC consumer gets them back.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ResultPiece {
+    /// Bytes `range` of the reduced results (after the RPC reply header).
+    Inline(Range<usize>),
+    /// The first `len` bytes of the buffer of Write chunk `chunk`: a
+    /// DDP-eligible result, without pad (RFC 8166 §3.4.6).
+    Chunk {
+        /// Write list index.
+        chunk: usize,
+        /// Content length.
+        len: usize,
+    },
+}
+
+/// Why a reply's results cannot be put back together: a permanent error
+/// for the RPC transaction (RFC 8166 §6.1).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// Write chunks hold data but the program has no reply layout to say
+    /// where it belongs.
+    #[error("write chunk data for a program without reply layout")]
+    NoLayout,
+    /// The layout could not walk the results, or a result does not match
+    /// its Write chunk.
+    #[error("{0}")]
+    Layout(#[from] crate::binding::LayoutError),
+    /// The layout reported results out of XDR order or past the end.
+    #[error("DDP result out of order")]
+    OutOfOrder,
+    /// No receive buffer for that Write chunk, or one taken twice.
+    #[error("no buffer for write chunk {0}")]
+    NoBuffer(usize),
+    /// The result is longer than the buffer registered for its chunk.
+    #[error("write chunk overrun: a result of {len} bytes in Write chunk {chunk} is longer than its buffer ({buffer} bytes)")]
+    Overrun {
+        /// Result length.
+        len: u32,
+        /// Write list index.
+        chunk: usize,
+        /// Buffer length.
+        buffer: usize,
+    },
+}
+
+/// Puts a reply's results back together (RFC 8166 §3.4.6, §4.3.2): when
+/// the returned Write list carries data, the program's `layout` walks the
+/// reduced `results` of procedure `proc_` and says where each DDP-eligible
+/// result placed in a Write chunk belongs; `buffer_len(chunk)` is the length
+/// of the buffer that received chunk `chunk` (`None`: no buffer). Without
+/// Write-chunk data the results are one inline piece.
+pub fn place_results(
+    layout: Option<&dyn crate::binding::ReplyLayout>,
+    proc_: u32,
+    results: &[u8],
+    write_list: &[WriteChunkRepr],
+    buffer_len: impl Fn(usize) -> Option<usize>,
+) -> Result<Vec<ResultPiece>, PlacementError> {
+    if write_list.iter().all(|c| c.total_len() == 0) {
+        return Ok(vec![ResultPiece::Inline(0..results.len())]);
+    }
+    let layout = layout.ok_or(PlacementError::NoLayout)?;
+    let mut cursor = WriteChunkCursor::from_repr(write_list);
+    let placements = layout.locate(proc_, results, &mut cursor)?;
+    let mut out = Vec::with_capacity(2 * placements.len() + 1);
+    let mut taken: Vec<usize> = Vec::with_capacity(placements.len());
+    let mut at = 0usize;
+    for p in placements {
+        if p.offset < at || p.offset > results.len() {
+            return Err(PlacementError::OutOfOrder);
+        }
+        let buffer = buffer_len(p.chunk)
+            .filter(|_| !taken.contains(&p.chunk))
+            .ok_or(PlacementError::NoBuffer(p.chunk))?;
+        taken.push(p.chunk);
+        if p.len as usize > buffer {
+            return Err(PlacementError::Overrun {
+                len: p.len,
+                chunk: p.chunk,
+                buffer,
+            });
+        }
+        out.push(ResultPiece::Inline(at..p.offset));
+        out.push(ResultPiece::Chunk {
+            chunk: p.chunk,
+            len: p.len as usize,
+        });
+        at = p.offset;
+    }
+    out.push(ResultPiece::Inline(at..results.len()));
+    Ok(out)
+}
+
 /// Shape of a reply stream as a test decoder knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReplyItemShape {
@@ -376,4 +469,85 @@ pub fn reassemble_reply(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binding::rdmatest::{procs, RdmatestBinding};
+    use crate::binding::UpperLayerBinding;
+    use crate::wire::Segment;
+
+    fn chunk(lens: &[u32]) -> WriteChunkRepr {
+        WriteChunkRepr {
+            segments: lens
+                .iter()
+                .map(|&length| Segment {
+                    handle: 1,
+                    length,
+                    offset: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// GET results: status 0, then the data's length word.
+    fn get_results(len: u32) -> Vec<u8> {
+        [0u32, len].iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn rfc8166_s3_4_6_result_placed_after_its_length_word() {
+        let layout = RdmatestBinding.reply_layout();
+        let r = get_results(10);
+        let wl = [chunk(&[10])];
+        let p = place_results(layout, procs::GET, &r, &wl, |_| Some(16)).unwrap();
+        assert_eq!(
+            p,
+            vec![
+                ResultPiece::Inline(0..8),
+                ResultPiece::Chunk { chunk: 0, len: 10 },
+                ResultPiece::Inline(8..8),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_write_chunk_data_is_one_inline_piece() {
+        let r = get_results(0);
+        for wl in [vec![], vec![chunk(&[0])]] {
+            let p = place_results(None, procs::GET, &r, &wl, |_| None).unwrap();
+            assert_eq!(p, vec![ResultPiece::Inline(0..8)]);
+        }
+    }
+
+    #[test]
+    fn placement_errors() {
+        let r = get_results(10);
+        let wl = [chunk(&[10])];
+        assert_eq!(
+            place_results(None, procs::GET, &r, &wl, |_| Some(16)),
+            Err(PlacementError::NoLayout)
+        );
+        let layout = RdmatestBinding.reply_layout();
+        assert_eq!(
+            place_results(layout, procs::GET, &r, &wl, |_| None),
+            Err(PlacementError::NoBuffer(0))
+        );
+        assert_eq!(
+            place_results(layout, procs::GET, &r, &wl, |_| Some(9)),
+            Err(PlacementError::Overrun {
+                len: 10,
+                chunk: 0,
+                buffer: 9
+            })
+        );
+        // 13 bytes returned for a 10-byte result: neither its length nor
+        // its roundup (RFC 8166 §3.4.6).
+        let wl = [chunk(&[13])];
+        assert!(matches!(
+            place_results(layout, procs::GET, &r, &wl, |_| Some(16)),
+            Err(PlacementError::Layout(_))
+        ));
+    }
 }

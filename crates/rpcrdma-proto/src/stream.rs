@@ -75,20 +75,42 @@ pub fn spans_len(spans: &[Span]) -> u64 {
     spans.iter().map(|s| s.len() as u64).sum()
 }
 
-/// Copies spans into contiguous bytes, given each item's bytes (test and
-/// tool convenience; the transport gathers instead).
+/// Copies spans into contiguous bytes, given each item's bytes.
 pub fn gather(spans: &[Span], items: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(spans_len(spans) as usize);
+    gather_with(spans, |i| items[i], |b| out.extend_from_slice(b));
+    out
+}
+
+/// Hands the bytes of `spans` to `put` in order: item bytes from `item(i)`
+/// (the bytes of item `i` of the plan), pads as zeros. A transport gathers
+/// the inline part of a Send, or the content of a Position-Zero Read chunk,
+/// into a buffer of its own this way. Spans come from a plan made over the
+/// same items, so they lie within them.
+pub fn gather_with<'a>(
+    spans: &[Span],
+    item: impl Fn(usize) -> &'a [u8],
+    mut put: impl FnMut(&[u8]),
+) {
+    const ZEROS: [u8; 64] = [0; 64];
     for s in spans {
         match *s {
-            Span::Item { item, offset, len } => {
-                let b = items[item];
-                out.extend_from_slice(&b[offset as usize..(offset + len) as usize]);
+            Span::Item {
+                item: i,
+                offset,
+                len,
+            } => {
+                put(&item(i)[offset as usize..(offset + len) as usize]);
             }
-            Span::Zeros(n) => out.resize(out.len() + n as usize, 0),
+            Span::Zeros(mut n) => {
+                while n > 0 {
+                    let k = n.min(ZEROS.len() as u32);
+                    put(&ZEROS[..k as usize]);
+                    n -= k;
+                }
+            }
         }
     }
-    out
 }
 
 /// `n` rounded up to a multiple of 4 (XDR roundup, RFC 4506 §3).
@@ -279,5 +301,39 @@ mod tests {
         );
         let items: [&[u8]; 2] = [b"0123456789", b"abcdefghijkl"];
         assert_eq!(gather(&spans, &items), b"0123456789\0\0efghijkl");
+    }
+
+    #[test]
+    fn gather_with_long_pads_and_any_sink() {
+        let spans = [
+            Span::Item {
+                item: 1,
+                offset: 1,
+                len: 2,
+            },
+            Span::Zeros(150),
+            Span::Item {
+                item: 0,
+                offset: 0,
+                len: 1,
+            },
+        ];
+        let items: [&[u8]; 2] = [b"x", b"abc"];
+        let mut out = Vec::new();
+        let mut calls = 0;
+        gather_with(
+            &spans,
+            |i| items[i],
+            |b| {
+                calls += 1;
+                out.extend_from_slice(b)
+            },
+        );
+        assert_eq!(out.len(), 153);
+        assert_eq!(&out[..2], b"bc");
+        assert!(out[2..152].iter().all(|&b| b == 0));
+        assert_eq!(out[152], b'x');
+        assert_eq!(calls, 1 + 3 + 1, "zeros in 64-byte pieces");
+        assert_eq!(out, gather(&spans, &items));
     }
 }

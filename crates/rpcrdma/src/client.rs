@@ -40,15 +40,16 @@ use rdma_verbs::{
     QueuePair, RemoteAddr, SendOp, SendWr, VerbsError, WorkCompletion,
 };
 use rpcrdma_proto::binding::ArgsView;
+use rpcrdma_proto::classify::{route, Route, Side};
 use rpcrdma_proto::counters::Counters;
 use rpcrdma_proto::credits::RequesterCredits;
 use rpcrdma_proto::marshal::{
-    plan_call, CallKind, CallPlan, OfferedChunks, RegionSource, ReplyShape, Thresholds,
+    plan_call, CallKind, CallPlan, OfferedChunks, RegionSource, ReplyBounds, Thresholds,
 };
 use rpcrdma_proto::private_data::{Negotiated, PrivateData};
-use rpcrdma_proto::reassemble::WriteChunkCursor;
-use rpcrdma_proto::stream::{roundup4, spans_len, Span};
-use rpcrdma_proto::validate::{check_reply, ReplyVerdict};
+use rpcrdma_proto::reassemble::{place_results, ResultPiece};
+use rpcrdma_proto::stream::{gather_with, spans_len, Span};
+use rpcrdma_proto::validate::{check_reply, check_reply_payload, DiscardReason, ReplyVerdict};
 use rpcrdma_proto::wire::{Body, ChunkListsRepr, ErrorBody};
 use tokio::sync::oneshot;
 
@@ -1077,25 +1078,12 @@ impl<D: Device> Shared<D> {
         let cfg = &self.config;
         let binding = self.bindings.binding(req.prog, req.vers);
         let pb = binding.and_then(|b| b.procedure(req.procedure));
-        // Only arguments the binding declares DDP-eligible may be reduced
-        // (RFC 8166 §6.1); anything else travels inline.
         let mut args = req.args.clone();
-        let eligible = pb.is_some_and(|pb| {
-            let ddp: Vec<&Bytes> = args
-                .pieces()
-                .iter()
-                .filter_map(|p| match p {
-                    Piece::Ddp(b) => Some(b),
-                    Piece::Xdr(_) => None,
-                })
-                .collect();
-            ddp.len() <= pb.ddp_args.len()
-                && ddp
-                    .iter()
-                    .zip(pb.ddp_args)
-                    .all(|(b, a)| b.len() as u64 <= a.max_len as u64)
+        let ddp_lens = args.pieces().iter().filter_map(|p| match p {
+            Piece::Ddp(b) => Some(b.len() as u64),
+            Piece::Xdr(_) => None,
         });
-        if !eligible {
+        if !pb.is_some_and(|pb| pb.allows_ddp_args(ddp_lens)) {
             args = args.into_inline();
         }
         let head: Bytes = match args.pieces().first() {
@@ -1121,46 +1109,18 @@ impl<D: Device> Shared<D> {
                 },
             )
         });
-        let layout = self.bindings.layout(req.prog, req.vers);
-        let overhead = cfg.reply_overhead as u64;
-        let (write_chunks, mut max_reduced) = match (&est, layout) {
-            (Some(est), Some(_)) => {
-                let n = bufs.len().min(est.ddp_results.len());
-                let wc: Vec<u32> = (0..n)
-                    .map(|i| {
-                        (bufs[i].capacity().min(u32::MAX as usize) as u32).min(est.ddp_results[i])
-                    })
-                    .collect();
-                // Results without a Write chunk, or with an empty one
-                // (capacity 0), come inline (RFC 8166 §4.3.2).
-                let inline: u64 = est
-                    .ddp_results
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| i >= n || wc[i] == 0)
-                    .map(|(_, &l)| roundup4(l as u64))
-                    .sum();
-                (wc, overhead + est.max_reduced_results + inline)
-            }
-            (Some(est), None) => (Vec::new(), overhead + est.max_unreduced_results()),
-            // Without an estimate, NULL (procedure 0) has a void result, so
-            // its reply is the reply header alone.
-            (None, _) if req.procedure == 0 => (Vec::new(), overhead),
-            // Otherwise the caller's bound, or the configured default.
-            (None, _) => (
-                Vec::new(),
-                req.max_reply_len
-                    .map_or(cfg.default_max_reply as u64, |m| m as u64),
-            ),
-        };
-        if let (Some(_), Some(m)) = (&est, req.max_reply_len) {
-            max_reduced = max_reduced.max(m as u64);
-        }
-        let shape = ReplyShape {
-            write_chunks,
-            max_reduced_len: max_reduced,
+        let caps: Vec<usize> = bufs.iter().map(BytesMut::capacity).collect();
+        let shape = ReplyBounds {
+            estimate: est.as_ref(),
+            layout: self.bindings.layout(req.prog, req.vers).is_some(),
+            result_buffers: &caps,
+            procedure: req.procedure,
+            max_reply_len: req.max_reply_len.map(|m| m as u64),
+            rpc_reply_header: cfg.reply_overhead as u64,
+            default_max_reply: cfg.default_max_reply as u64,
             write_pad: cfg.write_pad,
-        };
+        }
+        .shape();
         let mut plan = plan_call(
             xid,
             credit,
@@ -1319,6 +1279,16 @@ impl<D: Device> Shared<D> {
             return;
         };
         conn.recvs.fetch_add(1, Relaxed);
+        let c = &self.stats.counters;
+        if route(&msg, Side::Client) == Route::Responder {
+            // A reverse-direction Call (RFC 8167 §5.1), told apart before
+            // any XID lookup: its XID belongs to the server's XID space, not
+            // to this client's calls. This client has no Responder half for
+            // it (RFC 8167 §6).
+            c.discarded.fetch_add(1, Relaxed);
+            tracing::debug!(reason = ?DiscardReason::WrongDirection, "reverse-direction call discarded");
+            return;
+        }
         let limits = self.config.decode_limits();
         let gen = conn.gen;
         let mut st = lock(&self.state);
@@ -1333,7 +1303,6 @@ impl<D: Device> Shared<D> {
                     .map(|s| &s.offered)
             })
         };
-        let c = &self.stats.counters;
         let (xid, outcome) = match verdict {
             ReplyVerdict::Discard(reason) => {
                 c.discarded.fetch_add(1, Relaxed);
@@ -1447,7 +1416,7 @@ impl<D: Device> Shared<D> {
         proc_: u32,
         mut report: CallReport,
         outcome: Outcome,
-        write_bufs: Vec<Option<MrBuffer>>,
+        mut write_bufs: Vec<Option<MrBuffer>>,
         reply_buf: Option<MrBuffer>,
     ) -> CallResult {
         let bad = |s: String| TransportError::BadReply(s).into_rpc();
@@ -1487,52 +1456,38 @@ impl<D: Device> Shared<D> {
             report.reply_message = MessageKind::Msg;
             msg.slice(header_len.min(msg.len())..)
         };
-        let (rxid, res) = decode_reply(&Payload::from_xdr(payload)).map_err(RpcError::BadReply)?;
-        if rxid != report.xid {
+        let (rxid, res) =
+            decode_reply(&Payload::from_xdr(payload.clone())).map_err(RpcError::BadReply)?;
+        // RFC 8166 §4.2.1: the RPC XID is `rdma_xid`. `check_reply` saw it
+        // in a Short reply; a Long reply's comes out of its Reply chunk.
+        if check_reply_payload(report.xid, &payload).is_err() {
             return Err(bad(format!(
                 "RPC xid {rxid:#x} in reply to {:#x}",
                 report.xid
             )));
         }
         let results = res?.flatten();
+        let layout = self.bindings.layout(prog, vers);
+        let buffer_len = |c: usize| {
+            write_bufs
+                .get(c)
+                .and_then(Option::as_ref)
+                .map(MrBuffer::len)
+        };
+        let pieces = place_results(layout, proc_, &results, &returned.write_list, buffer_len)
+            .map_err(|e| bad(e.to_string()))?;
         let mut out = Payload::new();
-        if returned.write_list.iter().any(|c| c.total_len() > 0) {
-            let layout = self
-                .bindings
-                .layout(prog, vers)
-                .ok_or_else(|| bad("write chunk data for a program without reply layout".into()))?;
-            let mut cursor = WriteChunkCursor::from_repr(&returned.write_list);
-            let placements = layout
-                .locate(proc_, &results, &mut cursor)
-                .map_err(|e| bad(e.to_string()))?;
-            let mut bufs: Vec<Option<Bytes>> = write_bufs
-                .into_iter()
-                .map(|b| b.map(MrBuffer::into_bytes))
-                .collect();
-            let mut at = 0usize;
-            for p in placements {
-                if p.offset < at || p.offset > results.len() {
-                    return Err(bad("DDP result out of order".into()));
+        for p in pieces {
+            match p {
+                ResultPiece::Inline(r) => out.push_xdr(results.slice(r)),
+                ResultPiece::Chunk { chunk, len } => {
+                    // `place_results` checked the buffer is there and long
+                    // enough.
+                    let data = write_bufs.get_mut(chunk).and_then(Option::take);
+                    let data = data.map(MrBuffer::into_bytes).unwrap_or_default();
+                    out.push_ddp(data.slice(..len.min(data.len())));
                 }
-                let data = bufs
-                    .get_mut(p.chunk)
-                    .and_then(Option::take)
-                    .ok_or_else(|| bad(format!("no buffer for write chunk {}", p.chunk)))?;
-                if p.len as usize > data.len() {
-                    return Err(bad(format!(
-                        "write chunk overrun: a result of {} bytes in Write chunk {} is longer than its buffer ({} bytes)",
-                        p.len,
-                        p.chunk,
-                        data.len()
-                    )));
-                }
-                out.push_xdr(results.slice(at..p.offset));
-                out.push_ddp(data.slice(..p.len as usize));
-                at = p.offset;
             }
-            out.push_xdr(results.slice(at..));
-        } else {
-            out.push_xdr(results);
         }
         Ok((out, report))
     }
@@ -1645,15 +1600,11 @@ fn shallow_clone(r: &Request) -> Request {
 
 /// Appends the bytes of `spans` (items from `pieces`) to `out`.
 fn gather_into(out: &mut BytesMut, spans: &[Span], pieces: &[Piece]) {
-    for s in spans {
-        match *s {
-            Span::Item { item, offset, len } => {
-                let p = pieces[item].bytes();
-                out.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
-            }
-            Span::Zeros(n) => out.resize(out.len() + n as usize, 0),
-        }
-    }
+    gather_with(
+        spans,
+        |i| &pieces[i].bytes()[..],
+        |b| out.extend_from_slice(b),
+    );
 }
 
 fn initial_report(

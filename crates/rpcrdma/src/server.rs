@@ -37,9 +37,13 @@ use rpcrdma_proto::marshal::CallKind;
 use rpcrdma_proto::private_data::{Negotiated, PrivateData};
 use rpcrdma_proto::reassemble::{CallPiece, ReadChunkInfo};
 use rpcrdma_proto::reply::plan_reply;
-use rpcrdma_proto::stream::Span;
+use rpcrdma_proto::respond::{
+    check_read_chunk, check_reads, check_send_queue_share, err_chunk, garbage_args, ErrChunk,
+    NOT_A_CALL,
+};
+use rpcrdma_proto::stream::{gather_with, Span};
 use rpcrdma_proto::validate::{check_call, Action, CallVerdict, ReceivedCall};
-use rpcrdma_proto::wire::{BodyRepr, ErrorBody, HeaderRepr, ReadList, Segment, RPCRDMA_VERSION};
+use rpcrdma_proto::wire::{HeaderRepr, ReadList, Segment};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -124,8 +128,9 @@ struct SConn<D: Device> {
     ep: Endpoint<D>,
     neg: Negotiated,
     ord: Arc<Semaphore>,
-    /// Negotiated ORD was 0: no RDMA Read may be posted at all.
-    no_reads: bool,
+    /// The negotiated ORD: RDMA Reads this side may have outstanding (0:
+    /// none may be posted at all).
+    ord_depth: u32,
     /// Read-sink bytes this connection may hold, in [`BUDGET_UNIT`]s.
     read_budget: Arc<Semaphore>,
     read_budget_units: u64,
@@ -400,7 +405,7 @@ impl<D: Device> SrvShared<D> {
             ep,
             neg,
             ord: Arc::new(Semaphore::new(info.initiator_depth.max(1) as usize)),
-            no_reads: info.initiator_depth == 0,
+            ord_depth: u32::from(info.initiator_depth),
             read_budget: Arc::new(Semaphore::new(units as usize)),
             read_budget_units: units,
             credits: Mutex::new(ResponderCredits::new(grant, grant)),
@@ -633,8 +638,7 @@ impl<D: Device> SConn<D> {
         }
         tracing::debug!(peer = %self.peer, xid, error = %e, "call failed: ERR_CHUNK");
         self.srv.stats.counters.add_action(Action::ReplyErrChunk);
-        let h = HeaderRepr::error(xid, RPCRDMA_VERSION, grant, ErrorBody::Chunk);
-        self.send_plain(&h, &[], slot);
+        self.send_plain(&err_chunk(xid, grant), &[], slot);
     }
 
     /// Answers (and counts) a non-deliver verdict.
@@ -652,24 +656,14 @@ impl<D: Device> SConn<D> {
                     Payload::new(),
                 )
                 .flatten();
-                let h = HeaderRepr {
-                    xid,
-                    vers: RPCRDMA_VERSION,
-                    credit: grant,
-                    body: BodyRepr::Msg(chunks),
-                };
-                // The echoed chunks can make this reply longer than the
-                // Requester receives (RFC 8797 lets its receive size be
-                // smaller than its send size): then, as for any reply that
-                // cannot be conveyed, ERR_CHUNK (RFC 8166 §4.5.3).
-                if h.buffer_len() + rpc.len() > self.neg.thresholds.reply_inline as usize {
-                    tracing::debug!(peer = %self.peer, xid, "GARBAGE_ARGS reply too large: ERR_CHUNK");
-                    counters.add_action(Action::ReplyErrChunk);
-                    self.send_err_chunk(xid, grant, slot);
-                    return;
+                let send_inline = self.neg.thresholds.reply_inline;
+                match garbage_args(xid, grant, chunks, rpc.len(), send_inline) {
+                    Ok(h) => {
+                        counters.add_action(Action::GarbageArgs);
+                        self.send_plain(&h, &rpc, slot);
+                    }
+                    Err(why) => self.refuse(xid, grant, slot, why),
                 }
-                counters.add_action(Action::GarbageArgs);
-                self.send_plain(&h, &rpc, slot);
             }
             CallVerdict::Discard(reason) => {
                 counters.add_action(action);
@@ -679,11 +673,13 @@ impl<D: Device> SConn<D> {
         }
     }
 
-    /// Answers RDMA_ERROR/ERR_CHUNK (RFC 8166 §4.5: the Responder cannot
-    /// convey the reply, or cannot pull the call's chunks).
-    fn send_err_chunk(&self, xid: u32, grant: u32, slot: &AtomicBool) {
-        let h = HeaderRepr::error(xid, RPCRDMA_VERSION, grant, ErrorBody::Chunk);
-        self.send_plain(&h, &[], slot);
+    /// Answers RDMA_ERROR/ERR_CHUNK to call `xid` (RFC 8166 §4.5: the
+    /// Responder cannot convey the reply, or cannot pull the call's chunks,
+    /// or the message is not a call), and counts it.
+    fn refuse(&self, xid: u32, grant: u32, slot: &AtomicBool, why: ErrChunk) {
+        tracing::debug!(peer = %self.peer, xid, %why, "ERR_CHUNK");
+        self.srv.stats.counters.add_action(Action::ReplyErrChunk);
+        self.send_plain(&why.header(xid, grant), &[], slot);
     }
 
     /// Sends a header plus inline bytes (error replies).
@@ -947,9 +943,9 @@ impl<D: Device> SConn<D> {
             .chain(call.reassembly.chunks.iter())
             .map(|c| c.len.div_ceil(BUDGET_UNIT))
             .sum();
+        let xid = call.header.xid;
         if need > self.read_budget_units || need > srv.read_budget_units {
-            stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_err_chunk(call.header.xid, grant, slot);
+            self.refuse(xid, grant, slot, ErrChunk::ReadBudget);
             return Ok(None);
         }
         // The connection's share first, then the server's: a connection
@@ -970,13 +966,8 @@ impl<D: Device> SConn<D> {
                 Ok(r) => r.map_err(|_| TransportError::ConnectionLost)?,
                 Err(_) => {
                     stats.read_budget_timeouts.fetch_add(1, Relaxed);
-                    tracing::debug!(
-                        peer = %self.peer,
-                        xid = call.header.xid,
-                        "no room in the server-wide read budget within {wait:?}: ERR_CHUNK"
-                    );
-                    stats.counters.add_action(Action::ReplyErrChunk);
-                    self.send_err_chunk(call.header.xid, grant, slot);
+                    tracing::debug!(peer = %self.peer, xid, "no room in the server-wide read budget within {wait:?}");
+                    self.refuse(xid, grant, slot, ErrChunk::ReadBudget);
                     return Ok(None);
                 }
             };
@@ -987,9 +978,8 @@ impl<D: Device> SConn<D> {
         // The reduced stream: inline, or the Position-Zero chunk's data.
         let reduced = match call.reassembly.position_zero.clone() {
             Some(pz) => {
-                if pz.len > max {
-                    stats.counters.add_action(Action::ReplyErrChunk);
-                    self.send_err_chunk(call.header.xid, grant, slot);
+                if let Err(why) = check_read_chunk(&pz, max) {
+                    self.refuse(xid, grant, slot, why);
                     return Ok(None);
                 }
                 let p = self.start_read(list, &pz).await?;
@@ -1004,9 +994,9 @@ impl<D: Device> SConn<D> {
             None => msg.slice(call.header.header_len.min(msg.len())..),
         };
         // Data chunks (sizes already checked against the binding).
-        if call.reassembly.chunks.iter().any(|c| c.len > max) {
-            stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_err_chunk(call.header.xid, grant, slot);
+        let mut data_chunks = call.reassembly.chunks.iter();
+        if let Err(why) = data_chunks.try_for_each(|c| check_read_chunk(c, max)) {
+            self.refuse(xid, grant, slot, why);
             return Ok(None);
         }
         let mut pending = Vec::with_capacity(call.reassembly.chunks.len());
@@ -1058,10 +1048,8 @@ impl<D: Device> SConn<D> {
             CallKind::Short
         };
         stats.counters.add_call(kind);
-        // Negotiated ORD 0: this connection cannot pull any Read chunk.
-        if self.no_reads && list.segments().next().is_some() {
-            stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_err_chunk(xid, grant, slot);
+        if let Err(why) = check_reads(self.ord_depth, &list) {
+            self.refuse(xid, grant, slot, why);
             return Ok(());
         }
         // The Read chunks are pulled in a future of their own, boxed: most
@@ -1107,14 +1095,8 @@ impl<D: Device> SConn<D> {
         let reply = match srv.dispatcher.dispatch(args).await {
             DispatchOutcome::Reply(r) => r,
             DispatchOutcome::Drop(reason) => {
-                // Over TCP such a message is dropped; here the transport
-                // header already named the XID, and an RPC message that is
-                // truncated or not a CALL is an XDR error of the Transport
-                // stream: RFC 8166 §4.5.2 requires ERR_CHUNK, which also
-                // completes the requester's call and frees its credit.
-                tracing::debug!(xid, ?reason, "RPC message is not a call; ERR_CHUNK");
-                stats.counters.add_action(Action::ReplyErrChunk);
-                self.send_err_chunk(xid, grant, slot);
+                tracing::debug!(xid, ?reason, "RPC layer dropped the message");
+                self.refuse(xid, grant, slot, NOT_A_CALL);
                 return Ok(());
             }
         };
@@ -1131,22 +1113,12 @@ impl<D: Device> SConn<D> {
         ) {
             Ok(p) => p,
             Err(e) => {
-                tracing::debug!(xid, error = %e, "reply cannot be conveyed: ERR_CHUNK");
-                stats.counters.add_action(Action::ReplyErrChunk);
-                self.send_plain(&e.error_header(xid, grant), &[], slot);
+                self.refuse(xid, grant, slot, e.into());
                 return Ok(());
             }
         };
-        // One reply may use at most a quarter of the send queue:
-        // a plan needing more RDMA Writes cannot be conveyed.
-        if plan.writes.len() + 1 > (self.ep.sq_depth() / 4) as usize {
-            tracing::debug!(
-                xid,
-                writes = plan.writes.len(),
-                "reply needs too many RDMA Writes: ERR_CHUNK"
-            );
-            stats.counters.add_action(Action::ReplyErrChunk);
-            self.send_err_chunk(xid, grant, slot);
+        if let Err(why) = check_send_queue_share(&plan, self.ep.sq_depth()) {
+            self.refuse(xid, grant, slot, why);
             return Ok(());
         }
         // RDMA Writes into the Write chunks and the Reply chunk.
@@ -1170,15 +1142,11 @@ impl<D: Device> SConn<D> {
             self.ep.hold(sources.into_values().chain(extra));
             return Err(TransportError::Plan(e.to_string()));
         }
-        for s in &plan.inline {
-            match *s {
-                Span::Item { item, offset, len } => {
-                    let p = pieces[item].bytes();
-                    b.extend_from_slice(&p[offset as usize..(offset + len) as usize]);
-                }
-                Span::Zeros(n) => b.resize(b.len() + n as usize, 0),
-            }
-        }
+        gather_with(
+            &plan.inline,
+            |i| &pieces[i].bytes()[..],
+            |x| b.extend_from_slice(x),
+        );
         let mut stags: Vec<u32> = list.segments().map(|s| s.segment.handle).collect();
         for c in chunks.write_list.chunks() {
             stags.extend(c.segments().map(|s| s.handle));

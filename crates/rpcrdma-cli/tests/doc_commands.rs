@@ -30,7 +30,11 @@
 //! runs `rpcrdma ARGS`, `cargo run … -p P --example E` runs that example's
 //! binary (built by `cargo test`, or built here if missing), and
 //! `cargo build`/`cargo install` must name a workspace package with a
-//! binary. `scripts/test.sh` is not run (it is the whole suite, this test
+//! binary. A measurement (`rpcrdma bench`, `rpcrdma nfs URL bench`, the
+//! demo's benchmark) runs with a call bound added (`--calls`,
+//! `--bench-calls`, [`LOAD_CALLS`]) unless the page gives one: the traffic
+//! of the test run is then bounded by counts, not by how fast the machine
+//! is, so the wire capture of the whole run (scripts/test.sh) holds it. `scripts/test.sh` is not run (it is the whole suite, this test
 //! included): `.ci/run` must run exactly it, and every `VAR=value` before it
 //! must be a variable the script reads.
 
@@ -47,6 +51,10 @@ const DOCS: &[&str] = &["README.md", "docs/cli.md"];
 
 /// The binary under test.
 const BIN: &str = env!("CARGO_BIN_EXE_rpcrdma");
+
+/// Calls per measurement of a documented benchmark command (see the module
+/// doc): 64 calls of 1 MiB are 64 MiB on the wire.
+const LOAD_CALLS: &str = "64";
 
 /// Longest time one foreground command may take.
 const COMMAND_LIMIT: Duration = Duration::from_secs(240);
@@ -541,6 +549,37 @@ fn check_suite_command(env: &[(String, String)], words: &[String]) -> Result<(),
 
 /// Splits a command line into words (quotes respected; enough for the
 /// commands the pages show).
+/// `command` with a call bound added when it runs a measurement without one
+/// (see the module doc). Only a plain command is changed (no pipe, list or
+/// redirection), with the bound placed before a trailing `&`.
+fn bound_load(command: &str) -> String {
+    let (body, background) = match command.trim_end().strip_suffix('&') {
+        Some(b) => (b.trim_end(), " &"),
+        None => (command.trim_end(), ""),
+    };
+    if body.contains(['|', ';', '&', '<', '>']) {
+        return command.to_owned();
+    }
+    let w = words(body);
+    let (_, rest) = env_prefix(&w);
+    let Some(at) = rest.iter().position(|x| x == "rpcrdma") else {
+        return command.to_owned();
+    };
+    let args = &rest[at + 1..];
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let sub = args.first().map(String::as_str);
+    let flag = match sub {
+        Some("bench") => "--calls",
+        Some("nfs") if args.get(2).map(String::as_str) == Some("bench") => "--calls",
+        Some("demo") if !has("--no-bench") => "--bench-calls",
+        _ => return command.to_owned(),
+    };
+    if has(flag) {
+        return command.to_owned();
+    }
+    format!("{body} {flag} {LOAD_CALLS}{background}")
+}
+
 fn words(command: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -672,6 +711,7 @@ impl Page {
                 }
             }
         }
+        let command = bound_load(&command);
         match command.strip_suffix('&') {
             Some(bg) => self.start_job(step, bg.trim()),
             None => self.run_foreground(step, &command),
@@ -961,6 +1001,35 @@ fn readme_is_at_most_250_lines() {
         .lines()
         .count();
     assert!(n <= 250, "README.md has {n} lines");
+}
+
+#[test]
+fn measurements_get_a_call_bound() {
+    let b = |c: &str| bound_load(c);
+    assert_eq!(
+        b("rpcrdma bench rdma://127.0.0.1:1 --size 1MiB --seconds 2"),
+        "rpcrdma bench rdma://127.0.0.1:1 --size 1MiB --seconds 2 --calls 64"
+    );
+    assert_eq!(
+        b("rpcrdma nfs tcp://h:1/x bench read --file f &"),
+        "rpcrdma nfs tcp://h:1/x bench read --file f --calls 64 &"
+    );
+    assert_eq!(b("rpcrdma demo"), "rpcrdma demo --bench-calls 64");
+    assert_eq!(
+        b("RUST_LOG=info rpcrdma demo --inline 1024"),
+        "RUST_LOG=info rpcrdma demo --inline 1024 --bench-calls 64"
+    );
+    // Left alone: a bound already given, no benchmark, a non-plain command.
+    for c in [
+        "rpcrdma bench rdma://127.0.0.1:1 --calls 5",
+        "rpcrdma demo --no-bench",
+        "rpcrdma demo --bench-calls 3",
+        "rpcrdma nfs tcp://h:1/x ls",
+        "rpcrdma call rdma://127.0.0.1:1 null",
+        "rpcrdma bench rdma://127.0.0.1:1 --json | head -1",
+    ] {
+        assert_eq!(b(c), c);
+    }
 }
 
 #[test]

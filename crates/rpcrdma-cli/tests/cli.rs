@@ -70,7 +70,7 @@ fn get_above_the_maximum_answers_status_1() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
     assert!(stderr.contains("status 1"), "stderr: {stderr}");
-    // Not a whole number of MiB: the exact byte count is shown too (C12-9).
+    // Not a whole number of MiB: the exact byte count is shown too.
     assert!(
         stderr.contains("GET 1.00 MiB (1049600 B) via tcp://"),
         "{stderr}"
@@ -83,7 +83,7 @@ fn get_above_the_maximum_answers_status_1() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
     assert!(stderr.contains("GARBAGE_ARGS"), "stderr: {stderr}");
-    // ... with a hint at the cause (C12-14).
+    // ... with a hint at the cause.
     assert!(stderr.contains("--max-data"), "stderr: {stderr}");
 }
 
@@ -256,7 +256,7 @@ fn json_of(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout:?}"))
 }
 
-/// C12-1, C12-5: a server that accepts but never answers: the first NULL
+/// A server that accepts but never answers: the first NULL
 /// times out (10 s), the run ends with exit 1 and still one JSON object.
 #[test]
 fn bench_against_a_silent_server_ends_with_json() {
@@ -281,7 +281,7 @@ fn bench_against_a_silent_server_ends_with_json() {
     assert!(stderr.contains("rpcrdma: error: NULL via"), "{stderr}");
 }
 
-/// C12-5: nothing listening: one JSON object too.
+/// Nothing listening: one JSON object too.
 #[test]
 fn bench_json_when_connecting_fails() {
     let (out, _) = run_bounded(
@@ -302,7 +302,7 @@ fn bench_json_when_connecting_fails() {
     assert!(v["latency_us"]["p50"].is_null(), "{v}");
 }
 
-/// C12-2: the server answers the first NULL, then goes silent: the run
+/// The server answers the first NULL, then goes silent: the run
 /// still ends near --seconds (plus the 2 s grace), the unanswered call is
 /// an error, and the rates are over the measured second.
 #[test]
@@ -328,7 +328,7 @@ fn bench_ends_near_its_seconds_when_the_server_goes_silent() {
     assert!(v["latency_us"]["p50"].is_null(), "{v}");
 }
 
-/// C12-3, C12-15: out-of-range numbers are usage errors (exit 2), never
+/// Out-of-range numbers are usage errors (exit 2), never
 /// a panic; negative numbers are reported as invalid values.
 #[test]
 fn range_errors_are_usage_errors() {
@@ -377,7 +377,7 @@ fn range_errors_are_usage_errors() {
     }
 }
 
-/// C12-6: no colour codes in logs written to a pipe.
+/// No colour codes in logs written to a pipe.
 #[test]
 fn logs_have_no_colour_codes_in_a_pipe() {
     // ONC RPC over TCP to an RPC-over-RDMA listener: the iWARP side resets
@@ -391,7 +391,7 @@ fn logs_have_no_colour_codes_in_a_pipe() {
     assert!(!stderr.contains('\x1b'), "{stderr:?}");
 }
 
-/// C12-7, C12-8: no successful call: latency null / n/a; the human
+/// No successful call: latency null / n/a; the human
 /// summary always has the payload rate and the CPU lines.
 #[test]
 fn bench_without_successful_calls_has_no_latency() {
@@ -451,7 +451,7 @@ fn bench_without_successful_calls_has_no_latency() {
     assert!(v["latency_us"]["p50"].as_u64().is_some(), "{v}");
 }
 
-/// C12-14: SLEEP above the server's 60 s gets a hint.
+/// SLEEP above the server's 60 s gets a hint.
 #[test]
 fn garbage_args_hint_for_long_sleep() {
     let server = Server::start(&[]);
@@ -462,8 +462,8 @@ fn garbage_args_hint_for_long_sleep() {
     assert!(stderr.contains("at most 60000 ms"), "{stderr}");
 }
 
-/// C12-17: RDMA-only options with tcp:// warn (the call still runs);
-/// C12-4: options may follow the procedure and its arguments.
+/// RDMA-only options with tcp:// warn (the call still runs);
+/// Options may follow the procedure and its arguments.
 #[test]
 fn rdma_options_with_tcp_warn() {
     let server = Server::start(&[]);
@@ -529,7 +529,7 @@ fn rdma_options_with_tcp_warn() {
     );
 }
 
-/// C12-16: a second SIGINT while calls in progress drain exits at once
+/// A second SIGINT while calls in progress drain exits at once
 /// (status 1) instead of waiting for them.
 #[test]
 fn second_sigint_exits_at_once() {

@@ -345,7 +345,7 @@ fn mpa_crc_can_be_turned_off_by_both_ends() {
     assert_eq!(server.stop("TERM").code(), Some(0));
 }
 
-/// C12-4: the RDMA options may follow the procedure and its arguments.
+/// The RDMA options may follow the procedure and its arguments.
 #[test]
 fn rdma_options_after_the_procedure() {
     let server = Server::start_rdma(&[]);
@@ -366,7 +366,7 @@ fn rdma_options_after_the_procedure() {
     assert!(std::fs::metadata(&path).unwrap().len() > 0);
 }
 
-/// C12-10: a failed call still shows what went on the wire.
+/// A failed call still shows what went on the wire.
 #[test]
 fn failed_call_shows_the_wire() {
     let server = Server::start_rdma(&["--max-data", "1MiB"]);
@@ -388,7 +388,7 @@ fn failed_call_shows_the_wire() {
     assert!(stderr.contains("ERR_CHUNK"), "{stderr}");
 }
 
-/// C12-13: `call --timeout` also bounds the MPA handshake, above the
+/// `call --timeout` also bounds the MPA handshake, above the
 /// provider's 10 s default too: against a listener that accepts and never
 /// answers, `--timeout 11` gives up after 11 s, not 10.
 #[test]
@@ -418,7 +418,7 @@ fn call_timeout_bounds_the_mpa_handshake() {
     );
 }
 
-/// C12-12: --max-data above 16 MiB with an RDMA listener is announced with
+/// --max-data above 16 MiB with an RDMA listener is announced with
 /// a warning (the line still says `listening`); TCP alone has none.
 #[test]
 fn serve_warns_about_max_data_above_16_mib_over_rdma() {

@@ -151,7 +151,9 @@ pub fn result_capacity(chunk: &WriteChunkRepr) -> u64 {
 }
 
 /// Plans a reply to a call that offered `offered`, whose reply stream is
-/// `items`, for a connection whose reply inline threshold is `reply_inline`.
+/// `items`, sent by a Responder whose send limit is `reply_inline` (its
+/// [`InlineLimits::send`](crate::marshal::InlineLimits): the reply inline
+/// threshold for a forward-direction reply).
 pub fn plan_reply(
     xid: u32,
     credit: u32,

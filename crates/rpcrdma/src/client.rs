@@ -44,7 +44,7 @@ use rpcrdma_proto::classify::{route, Route, Side};
 use rpcrdma_proto::counters::Counters;
 use rpcrdma_proto::credits::RequesterCredits;
 use rpcrdma_proto::marshal::{
-    plan_call, CallKind, CallPlan, OfferedChunks, RegionSource, ReplyBounds, Thresholds,
+    plan_call_within, CallKind, CallPlan, OfferedChunks, RegionSource, ReplyBounds, Thresholds,
 };
 use rpcrdma_proto::private_data::{Negotiated, PrivateData};
 use rpcrdma_proto::reassemble::{place_results, ResultPiece};
@@ -1121,12 +1121,14 @@ impl<D: Device> Shared<D> {
             write_pad: cfg.write_pad,
         }
         .shape();
-        let mut plan = plan_call(
+        // The call goes out under this side's send limit; a Reply chunk is
+        // offered when the reply may exceed its receive limit.
+        let mut plan = plan_call_within(
             xid,
             credit,
             &items,
             &shape,
-            &conn.neg.thresholds,
+            conn.neg.inline(Side::Client),
             &cfg.chunk_limits(),
         )
         .map_err(|e| TransportError::Plan(e.to_string()))?;

@@ -31,6 +31,7 @@ use rdma_verbs::{
     Access, ConnParam, ConnectRequest, Device, Listener, MemoryRegion, MrBuffer, ProtectionDomain,
     QpState, QueuePair, RemoteAddr, SendOp, SendWr, Sge, VerbsError,
 };
+use rpcrdma_proto::classify::Side;
 use rpcrdma_proto::counters::Counters;
 use rpcrdma_proto::credits::ResponderCredits;
 use rpcrdma_proto::marshal::CallKind;
@@ -656,7 +657,7 @@ impl<D: Device> SConn<D> {
                     Payload::new(),
                 )
                 .flatten();
-                let send_inline = self.neg.thresholds.reply_inline;
+                let send_inline = self.neg.inline(Side::Server).send;
                 match garbage_args(xid, grant, chunks, rpc.len(), send_inline) {
                     Ok(h) => {
                         counters.add_action(Action::GarbageArgs);
@@ -1109,7 +1110,7 @@ impl<D: Device> SConn<D> {
             grant,
             &items,
             &call.offered,
-            self.neg.thresholds.reply_inline,
+            self.neg.inline(Side::Server).send,
         ) {
             Ok(p) => p,
             Err(e) => {

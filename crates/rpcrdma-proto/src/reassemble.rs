@@ -172,6 +172,20 @@ pub fn plan_call_reassembly(
 }
 
 impl CallReassembly {
+    /// The kind of call this is (RFC 8166 §3.5): Long when a Position-Zero
+    /// Read chunk carries the Payload stream, Chunked when data Read chunks
+    /// carry reduced arguments, Short otherwise.
+    pub fn kind(&self) -> crate::marshal::CallKind {
+        use crate::marshal::CallKind;
+        if self.position_zero.is_some() {
+            CallKind::Long
+        } else if !self.chunks.is_empty() {
+            CallKind::Chunked
+        } else {
+            CallKind::Short
+        }
+    }
+
     /// Checks each data chunk against the length word that precedes it in
     /// the reduced stream: the chunk must hold exactly the item's content, or
     /// the content plus its roundup pad (RFC 8166 §3.4.5). Trims the pieces
@@ -510,6 +524,28 @@ mod tests {
                 ResultPiece::Inline(8..8),
             ]
         );
+    }
+
+    #[test]
+    fn rfc8166_s3_5_kind_of_a_received_call() {
+        use crate::marshal::CallKind;
+        let info = |position| ReadChunkInfo {
+            position,
+            segments: 0..1,
+            len: 8,
+        };
+        let mut r = CallReassembly {
+            position_zero: None,
+            chunks: vec![],
+            reduced_len: 40,
+            unreduced_len: 40,
+            pieces: vec![],
+        };
+        assert_eq!(r.kind(), CallKind::Short);
+        r.chunks.push(info(32));
+        assert_eq!(r.kind(), CallKind::Chunked);
+        r.position_zero = Some(info(0));
+        assert_eq!(r.kind(), CallKind::Long);
     }
 
     #[test]

@@ -28,6 +28,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -734,10 +735,10 @@ impl<D: Device> Shared<D> {
             st.queue.push_front(x);
         }
         drop(conn);
-        if !st.closed && st.conn.is_none() && (!st.queue.is_empty() || !st.calls.is_empty()) {
-            self.start_reconnect(&mut st);
-        } else if !st.closed && st.conn.is_none() {
-            // Reconnect eagerly too, so the next call finds a connection.
+        if st.conn.is_none() {
+            // Reconnect at once (unless closed): the requeued calls go out
+            // on the new connection, and with none outstanding the next
+            // call finds a connection.
             self.start_reconnect(&mut st);
         }
     }
@@ -843,128 +844,163 @@ impl<D: Device> Shared<D> {
     /// Sends queued calls while credits allow. The expensive part (plan,
     /// registrations, the Send buffer) runs outside the state lock.
     fn pump(self: &Arc<Self>) {
+        while let Some(q) = self.next_queued() {
+            let prepared = self.prepare(&q.conn, q.xid, &q.req, q.bufs, q.credit, q.retransmits);
+            if self.settle_prepared(&q.conn, q.xid, prepared).is_break() {
+                return;
+            }
+        }
+    }
+
+    /// Takes the next queued call that is still wanted, with a credit, when
+    /// there is a connection and the credit window has room; the call is
+    /// then in transit until [`settle_prepared`](Self::settle_prepared).
+    fn next_queued(&self) -> Option<Queued<D>> {
+        let mut st = lock(&self.state);
         loop {
-            let (conn, xid, req, bufs, retransmits, credit) = {
-                let mut st = lock(&self.state);
-                let Some(conn) = st.conn.clone() else {
-                    return;
-                };
-                if !st.credits.can_send() {
-                    return;
-                }
-                let Some(xid) = st.queue.pop_front() else {
-                    return;
-                };
-                let credit = st.credits.requested();
-                let Some(slot) = st.calls.get_mut(&xid) else {
-                    continue;
-                };
-                if slot.tx.is_none() {
-                    st.calls.remove(&xid);
-                    continue;
-                }
-                slot.in_transit = true;
-                let req = shallow_clone(&slot.req);
-                let bufs = std::mem::take(&mut slot.bufs);
-                let retransmits = slot.retransmits;
-                st.credits.try_send();
-                (conn, xid, req, bufs, retransmits, credit)
+            let conn = st.conn.clone()?;
+            if !st.credits.can_send() {
+                return None;
+            }
+            let xid = st.queue.pop_front()?;
+            let credit = st.credits.requested();
+            let Some(slot) = st.calls.get_mut(&xid) else {
+                continue;
             };
-            let prepared = self.prepare(&conn, xid, &req, bufs, credit, retransmits);
-            let mut st = lock(&self.state);
-            let alive =
-                st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) && !conn.ep.is_dead();
-            let State {
-                credits,
-                queue,
-                calls,
-                ..
-            } = &mut *st;
-            let slot = calls.get_mut(&xid);
-            match (slot, prepared) {
-                (Some(slot), Ok(p)) if alive && slot.tx.is_some() => {
-                    slot.in_transit = false;
-                    slot.sent = Some(Sent {
-                        gen: conn.gen,
-                        offered: p.offered,
-                        regions: p.regions,
-                        report: p.report,
-                        at: Instant::now(),
-                        recvs: conn.recvs.load(Relaxed),
-                    });
-                    drop(st);
-                    let send = SendOp::Send { solicited: false };
-                    let posted = conn.ep.post_send_msg(send, p.send, Vec::new());
-                    if posted.is_ok() {
-                        self.nudge_if_silent(&conn);
-                    }
-                    if let Err(e) = posted {
-                        if self.send_failed(&conn, xid, e) && !self.replaced(&conn) {
-                            // The QP is down and `conn_lost` has not run
-                            // yet: every further post would fail the same
-                            // way. Stop here (looping would be a busy loop
-                            // that starves the completion task);
-                            // `conn_lost` retransmits the queue on a new
-                            // connection. (If a new connection is already
-                            // installed, its pump may have run before this
-                            // call was queued again: go on sending there.)
-                            return;
-                        }
-                    }
+            if slot.tx.is_none() {
+                st.calls.remove(&xid);
+                continue;
+            }
+            slot.in_transit = true;
+            let req = shallow_clone(&slot.req);
+            let bufs = std::mem::take(&mut slot.bufs);
+            let retransmits = slot.retransmits;
+            st.credits.try_send();
+            return Some(Queued {
+                conn,
+                xid,
+                req,
+                bufs,
+                retransmits,
+                credit,
+            });
+        }
+    }
+
+    /// A call taken by [`next_queued`](Self::next_queued) was prepared (or
+    /// failed to be): post it if its connection is still the current one
+    /// and its caller still waits, otherwise give the credit and the
+    /// buffers back and queue it again or drop it. `Break`: stop sending
+    /// on `conn`.
+    fn settle_prepared(
+        self: &Arc<Self>,
+        conn: &Arc<Conn<D>>,
+        xid: u32,
+        prepared: Result<Prepared<D>, (TransportError, Vec<BytesMut>)>,
+    ) -> ControlFlow<()> {
+        let mut st = lock(&self.state);
+        let alive = st.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) && !conn.ep.is_dead();
+        let State {
+            credits,
+            queue,
+            calls,
+            ..
+        } = &mut *st;
+        let slot = calls.get_mut(&xid);
+        match (slot, prepared) {
+            (Some(slot), Ok(p)) if alive && slot.tx.is_some() => {
+                slot.in_transit = false;
+                slot.sent = Some(Sent {
+                    gen: conn.gen,
+                    offered: p.offered,
+                    regions: p.regions,
+                    report: p.report,
+                    at: Instant::now(),
+                    recvs: conn.recvs.load(Relaxed),
+                });
+                drop(st);
+                self.post_call(conn, xid, p.send)
+            }
+            (slot, Ok(p)) => {
+                // Connection changed or caller gave up meanwhile.
+                if alive {
+                    credits.release();
                 }
-                (slot, Ok(p)) => {
-                    // Connection changed or caller gave up meanwhile.
-                    if alive {
-                        credits.release();
+                let mut bufs = Vec::new();
+                release_regions(p.regions, &mut bufs);
+                match slot {
+                    Some(slot) if slot.tx.is_some() => {
+                        slot.in_transit = false;
+                        restore(&mut slot.bufs, bufs);
+                        queue.push_front(xid);
                     }
-                    let mut bufs = Vec::new();
-                    release_regions(p.regions, &mut bufs);
-                    match slot {
-                        Some(slot) if slot.tx.is_some() => {
-                            slot.in_transit = false;
-                            restore(&mut slot.bufs, bufs);
-                            queue.push_front(xid);
-                        }
-                        Some(_) => {
-                            calls.remove(&xid);
-                        }
-                        None => {}
+                    Some(_) => {
+                        calls.remove(&xid);
                     }
-                    if !alive {
-                        if newer(&st, &conn) {
-                            // Requeued after the new connection's own pump
-                            // ran: send it there now.
-                            continue;
-                        }
-                        self.reconnect_if_orphaned(&mut st);
-                        return;
-                    }
+                    None => {}
                 }
-                (slot, Err((e, bufs))) => {
-                    if alive {
-                        credits.release();
+                if alive {
+                    return ControlFlow::Continue(());
+                }
+                self.after_lost(&mut st, conn)
+            }
+            (slot, Err((e, bufs))) => {
+                if alive {
+                    credits.release();
+                }
+                let dying = conn.ep.qp.state() != QpState::Connected || !alive;
+                match slot {
+                    Some(slot) if slot.tx.is_some() && dying => {
+                        slot.in_transit = false;
+                        slot.bufs = bufs;
+                        queue.push_front(xid);
+                        return self.after_lost(&mut st, conn);
                     }
-                    let dying = conn.ep.qp.state() != QpState::Connected || !alive;
-                    match slot {
-                        Some(slot) if slot.tx.is_some() && dying => {
-                            slot.in_transit = false;
-                            slot.bufs = bufs;
-                            queue.push_front(xid);
-                            if newer(&st, &conn) {
-                                continue;
-                            }
-                            self.reconnect_if_orphaned(&mut st);
-                            return;
-                        }
-                        Some(_) => {
-                            if let Some(s) = calls.remove(&xid) {
-                                if let Some(tx) = s.tx {
-                                    let _ = tx.send(Err(e.into_rpc()));
-                                }
+                    Some(_) => {
+                        if let Some(s) = calls.remove(&xid) {
+                            if let Some(tx) = s.tx {
+                                let _ = tx.send(Err(e.into_rpc()));
                             }
                         }
-                        None => {}
                     }
+                    None => {}
+                }
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    /// A call was queued again because `conn` is gone: go on sending if a
+    /// newer connection is installed (its own pump may have run before the
+    /// call was queued again), otherwise make sure a reconnect will send or
+    /// fail it, and stop.
+    fn after_lost(self: &Arc<Self>, st: &mut State<D>, conn: &Arc<Conn<D>>) -> ControlFlow<()> {
+        if newer(st, conn) {
+            return ControlFlow::Continue(());
+        }
+        self.reconnect_if_orphaned(st);
+        ControlFlow::Break(())
+    }
+
+    /// Posts the Send of call `xid`, recorded as sent on `conn`. `Break`:
+    /// the QP is down and `conn_lost` has not run yet, so every further
+    /// post would fail the same way; looping would be a busy loop that
+    /// starves the completion task, and `conn_lost` retransmits the queue
+    /// on a new connection. (If a new connection is already installed, its
+    /// pump may have run before this call was queued again: go on sending
+    /// there.)
+    fn post_call(self: &Arc<Self>, conn: &Arc<Conn<D>>, xid: u32, send: Bytes) -> ControlFlow<()> {
+        let op = SendOp::Send { solicited: false };
+        match conn.ep.post_send_msg(op, send, Vec::new()) {
+            Ok(()) => {
+                self.nudge_if_silent(conn);
+                ControlFlow::Continue(())
+            }
+            Err(e) => {
+                if self.send_failed(conn, xid, e) && !self.replaced(conn) {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
                 }
             }
         }
@@ -1493,6 +1529,16 @@ impl<D: Device> Shared<D> {
         }
         Ok((out, report))
     }
+}
+
+/// A queued call taken to be sent, with its credit.
+struct Queued<D: Device> {
+    conn: Arc<Conn<D>>,
+    xid: u32,
+    req: Request,
+    bufs: Vec<BytesMut>,
+    retransmits: u32,
+    credit: u32,
 }
 
 /// A call ready to be posted.

@@ -145,9 +145,6 @@ impl<D: Device> Endpoint<D> {
         Ok(ep)
     }
 
-    /// Posts one receive with a buffer of the advertised size (a recycled
-    /// one when there is one: its stale bytes are local memory and only
-    /// the bytes the next message writes are ever read).
     /// Signaled send-queue work requests not completed yet: a reply whose
     /// RDMA Writes or Send are still going out (large registrations are
     /// always signaled), or RDMA Reads in flight.
@@ -155,6 +152,9 @@ impl<D: Device> Endpoint<D> {
         !lock(&self.ops).is_empty()
     }
 
+    /// Posts one receive with a buffer of the advertised size (a recycled
+    /// one when there is one: its stale bytes are local memory and only
+    /// the bytes the next message writes are ever read).
     pub fn post_recv(&self) -> Result<(), VerbsError> {
         let buf = match lock(&self.spare).pop() {
             Some(b) => b,

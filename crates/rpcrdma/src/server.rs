@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -37,14 +37,14 @@ use rpcrdma_proto::credits::ResponderCredits;
 use rpcrdma_proto::marshal::CallKind;
 use rpcrdma_proto::private_data::{Negotiated, PrivateData};
 use rpcrdma_proto::reassemble::{CallPiece, ReadChunkInfo};
-use rpcrdma_proto::reply::plan_reply;
+use rpcrdma_proto::reply::{plan_reply, ReplyPlan};
 use rpcrdma_proto::respond::{
     check_read_chunk, check_reads, check_send_queue_share, err_chunk, garbage_args, ErrChunk,
     NOT_A_CALL,
 };
 use rpcrdma_proto::stream::{gather_with, Span};
 use rpcrdma_proto::validate::{check_call, Action, CallVerdict, ReceivedCall};
-use rpcrdma_proto::wire::{HeaderRepr, ReadList, Segment};
+use rpcrdma_proto::wire::{ChunkLists, HeaderRepr, ReadList, Segment};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -135,12 +135,12 @@ struct SConn<D: Device> {
     /// Read-sink bytes this connection may hold, in [`BUDGET_UNIT`]s.
     read_budget: Arc<Semaphore>,
     read_budget_units: u64,
+    /// The grant and the calls in process (admitted, not yet answered or
+    /// dropped).
     credits: Mutex<ResponderCredits>,
-    in_process: AtomicU32,
     /// Messages received on this connection (see
     /// [`RdmaConfig::idle_timeout`]).
     received: AtomicU64,
-    posted: u32,
     srv: Arc<SrvShared<D>>,
     peer: SocketAddr,
     /// When an RDMA Read was last posted or completed on this connection
@@ -351,8 +351,7 @@ impl<D: Device> SrvShared<D> {
                 // grace period too long to represent (Duration::MAX) means
                 // no deadline, not a panic.
                 let deadline = Instant::now().checked_add(c.srv.config.shutdown_grace);
-                while c.in_process.load(Relaxed) > 0 && deadline.is_none_or(|d| Instant::now() < d)
-                {
+                while c.in_process() > 0 && deadline.is_none_or(|d| Instant::now() < d) {
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                 }
             }
@@ -409,10 +408,10 @@ impl<D: Device> SrvShared<D> {
             ord_depth: u32::from(info.initiator_depth),
             read_budget: Arc::new(Semaphore::new(units as usize)),
             read_budget_units: units,
-            credits: Mutex::new(ResponderCredits::new(grant, grant)),
-            in_process: AtomicU32::new(0),
+            // Every receive of the endpoint backs the grant: the endpoint
+            // posts a receive again as soon as its message is copied out.
+            credits: Mutex::new(ResponderCredits::new(grant, posted)),
             received: AtomicU64::new(0),
-            posted: grant,
             srv: self.clone(),
             peer,
             read_progress: Arc::new(Mutex::new(tokio::time::Instant::now())),
@@ -499,13 +498,38 @@ struct Pulled {
     reduced: Bytes,
     data: Vec<Bytes>,
     read_bytes: u64,
-    _budget: Option<(
-        tokio::sync::OwnedSemaphorePermit,
-        tokio::sync::OwnedSemaphorePermit,
-    )>,
+    _budget: ReadPermits,
 }
 
-/// A Read chunk being pulled.
+/// Read-budget permits of one call: the connection's and the server's
+/// (`None` for a call with nothing to read).
+type ReadPermits = Option<(
+    tokio::sync::OwnedSemaphorePermit,
+    tokio::sync::OwnedSemaphorePermit,
+)>;
+
+/// The call's unreduced Payload stream, with DDP-eligible arguments where
+/// they were placed: inline pieces of the reduced stream and the data of
+/// each Read chunk (RFC 8166 §3.4.5), zero-copy.
+fn call_args(pieces: &[CallPiece], reduced: &Bytes, data: &[Bytes]) -> Payload {
+    let mut args = Payload::new();
+    for piece in pieces {
+        match *piece {
+            CallPiece::Inline { offset, len } => {
+                let s = (offset as usize).min(reduced.len());
+                let e = (offset.saturating_add(len) as usize).min(reduced.len());
+                args.push_xdr(reduced.slice(s..e));
+            }
+            CallPiece::Chunk { chunk, len } => {
+                let d = data.get(chunk).cloned().unwrap_or_default();
+                let l = (len as usize).min(d.len());
+                args.push_ddp(d.slice(..l));
+            }
+        }
+    }
+    args
+}
+
 /// How waiting for one RDMA Read ended.
 enum ReadWait {
     Done(rdma_verbs::WorkCompletion),
@@ -541,7 +565,7 @@ impl<D: Device> SConn<D> {
             // A reply still going out (its work requests not completed)
             // is activity too: a long reply over a slow path is not
             // idleness.
-            if now_seen != seen || self.in_process.load(Relaxed) > 0 || self.ep.sends_pending() {
+            if now_seen != seen || self.in_process() > 0 || self.ep.sends_pending() {
                 seen = now_seen;
                 idle_since = tokio::time::Instant::now();
             } else if idle_since.elapsed() >= limit {
@@ -556,6 +580,11 @@ impl<D: Device> SConn<D> {
         lock(&self.credits).grant()
     }
 
+    /// Calls admitted and not yet answered or dropped.
+    fn in_process(&self) -> u32 {
+        lock(&self.credits).in_process()
+    }
+
     /// A receive completed: admit the call under the credit rule (in
     /// arrival order, here in the completion loop) and return it to run.
     fn on_recv(self: &Arc<Self>, wc: rdma_verbs::WorkCompletion) -> Option<CatchPanic<D>> {
@@ -563,21 +592,22 @@ impl<D: Device> SConn<D> {
         let msg = self.ep.complete_recv(&wc)?;
         let admitted = {
             let mut c = lock(&self.credits);
-            let r = c.on_call();
-            c.set_posted(self.posted);
-            r
+            c.on_call().map(|()| {
+                // `complete_recv` has posted the receive again.
+                c.on_recv_posted(1);
+                c.in_process()
+            })
         };
         let stats = &self.srv.stats;
-        if admitted.is_err() {
+        let Ok(n) = admitted else {
             // RFC 8166 §3.3.1: a Requester MUST NOT exceed the grant.
             stats.credit_overruns.fetch_add(1, Relaxed);
             stats.counters.add_action(Action::Close);
             tracing::warn!(peer = %self.peer, "requester exceeded its credit grant; closing");
             self.ep.qp.disconnect();
             return None;
-        }
-        let n = self.in_process.fetch_add(1, Relaxed) + 1;
-        stats.max_outstanding.fetch_max(n as u64, Relaxed);
+        };
+        stats.max_outstanding.fetch_max(u64::from(n), Relaxed);
         let me = self.clone();
         let call = Box::pin(async move {
             let slot = AtomicBool::new(false);
@@ -602,10 +632,7 @@ impl<D: Device> SConn<D> {
         if slot.swap(true, Relaxed) {
             return;
         }
-        self.in_process.fetch_sub(1, Relaxed);
-        let mut c = lock(&self.credits);
-        c.on_reply_sent();
-        c.set_posted(self.posted);
+        lock(&self.credits).on_call_done();
     }
 
     async fn handle(self: &Arc<Self>, msg: Bytes, slot: &AtomicBool) {
@@ -932,11 +959,9 @@ impl<D: Device> SConn<D> {
         grant: u32,
         slot: &AtomicBool,
     ) -> Result<Option<Pulled>, TransportError> {
-        let srv = &self.srv;
-        let stats = &srv.stats;
-        let max = srv.config.max_region_len as u64;
-        let mut read_bytes = 0u64;
-        // Never allocate beyond the connection's read budget on a peer's say-so.
+        let max = self.srv.config.max_region_len as u64;
+        let xid = call.header.xid;
+        // Never allocate beyond the read budgets on a peer's say-so.
         let need: u64 = call
             .reassembly
             .position_zero
@@ -944,37 +969,12 @@ impl<D: Device> SConn<D> {
             .chain(call.reassembly.chunks.iter())
             .map(|c| c.len.div_ceil(BUDGET_UNIT))
             .sum();
-        let xid = call.header.xid;
-        if need > self.read_budget_units || need > srv.read_budget_units {
-            self.refuse(xid, grant, slot, ErrChunk::ReadBudget);
-            return Ok(None);
-        }
-        // The connection's share first, then the server's: a connection
-        // waits for its own calls before it competes with the others.
-        let _budget = if need > 0 {
-            let conn = self
-                .read_budget
-                .clone()
-                .acquire_many_owned(need as u32)
-                .await
-                .map_err(|_| TransportError::ConnectionLost)?;
-            // Other connections hold the server-wide budget, possibly for
-            // long (slow but progressing Reads are not cut): wait a bounded
-            // time, then answer ERR_CHUNK.
-            let wait = srv.config.read_budget_wait;
-            let acquire = srv.read_budget.clone().acquire_many_owned(need as u32);
-            let server = match tokio::time::timeout(wait, acquire).await {
-                Ok(r) => r.map_err(|_| TransportError::ConnectionLost)?,
-                Err(_) => {
-                    stats.read_budget_timeouts.fetch_add(1, Relaxed);
-                    tracing::debug!(peer = %self.peer, xid, "no room in the server-wide read budget within {wait:?}");
-                    self.refuse(xid, grant, slot, ErrChunk::ReadBudget);
-                    return Ok(None);
-                }
-            };
-            Some((conn, server))
-        } else {
-            None
+        let budget = match self.reserve_read_budget(need, xid).await? {
+            Ok(b) => b,
+            Err(why) => {
+                self.refuse(xid, grant, slot, why);
+                return Ok(None);
+            }
         };
         // The reduced stream: inline, or the Position-Zero chunk's data.
         let reduced = match call.reassembly.position_zero.clone() {
@@ -985,8 +985,7 @@ impl<D: Device> SConn<D> {
                 }
                 let p = self.start_read(list, &pz).await?;
                 let b = self.finish_read(p).await?;
-                read_bytes += b.len() as u64;
-                if let Err(v) = call.check_payload(&b, &srv.bindings, grant) {
+                if let Err(v) = call.check_payload(&b, &self.srv.bindings, grant) {
                     self.answer_verdict(v, grant, slot);
                     return Ok(None);
                 }
@@ -1000,8 +999,65 @@ impl<D: Device> SConn<D> {
             self.refuse(xid, grant, slot, why);
             return Ok(None);
         }
-        let mut pending = Vec::with_capacity(call.reassembly.chunks.len());
-        for c in &call.reassembly.chunks {
+        let data = self.pull_data_chunks(list, &call.reassembly.chunks).await?;
+        let position_zero = call.reassembly.position_zero.as_ref();
+        let read_bytes = data.iter().map(|b| b.len() as u64).sum::<u64>()
+            + position_zero.map_or(0, |_| reduced.len() as u64);
+        Ok(Some(Pulled {
+            reduced,
+            data,
+            read_bytes,
+            _budget: budget,
+        }))
+    }
+
+    /// Reserves `need` [`BUDGET_UNIT`]s of read-sink memory, the
+    /// connection's share first, then the server's: a connection waits for
+    /// its own calls before it competes with the others. Other connections
+    /// may hold the server-wide budget for long (slow but progressing Reads
+    /// are not cut), so that wait is bounded by
+    /// [`RdmaConfig::read_budget_wait`]. `Ok(Err(_))`: refuse the call.
+    async fn reserve_read_budget(
+        &self,
+        need: u64,
+        xid: u32,
+    ) -> Result<Result<ReadPermits, ErrChunk>, TransportError> {
+        let srv = &self.srv;
+        if need > self.read_budget_units || need > srv.read_budget_units {
+            return Ok(Err(ErrChunk::ReadBudget));
+        }
+        if need == 0 {
+            return Ok(Ok(None));
+        }
+        let conn = self
+            .read_budget
+            .clone()
+            .acquire_many_owned(need as u32)
+            .await
+            .map_err(|_| TransportError::ConnectionLost)?;
+        let wait = srv.config.read_budget_wait;
+        let acquire = srv.read_budget.clone().acquire_many_owned(need as u32);
+        match tokio::time::timeout(wait, acquire).await {
+            Ok(r) => Ok(Ok(Some((
+                conn,
+                r.map_err(|_| TransportError::ConnectionLost)?,
+            )))),
+            Err(_) => {
+                srv.stats.read_budget_timeouts.fetch_add(1, Relaxed);
+                tracing::debug!(peer = %self.peer, xid, "no room in the server-wide read budget within {wait:?}");
+                Ok(Err(ErrChunk::ReadBudget))
+            }
+        }
+    }
+
+    /// Pulls the data Read chunks, all posted before any is waited for.
+    async fn pull_data_chunks(
+        &self,
+        list: &ReadList<'_>,
+        chunks: &[ReadChunkInfo],
+    ) -> Result<Vec<Bytes>, TransportError> {
+        let mut pending = Vec::with_capacity(chunks.len());
+        for c in chunks {
             match self.start_read(list, c).await {
                 Ok(p) => pending.push(p),
                 Err(e) => {
@@ -1013,16 +1069,9 @@ impl<D: Device> SConn<D> {
         }
         let mut data = Vec::with_capacity(pending.len());
         for p in pending {
-            let b = self.finish_read(p).await?;
-            read_bytes += b.len() as u64;
-            data.push(b);
+            data.push(self.finish_read(p).await?);
         }
-        Ok(Some(Pulled {
-            reduced,
-            data,
-            read_bytes,
-            _budget,
-        }))
+        Ok(data)
     }
 
     async fn process(
@@ -1033,21 +1082,14 @@ impl<D: Device> SConn<D> {
         grant: u32,
         slot: &AtomicBool,
     ) -> Result<(), TransportError> {
-        let srv = &self.srv;
-        let stats = &srv.stats;
+        let stats = &self.srv.stats;
         let xid = call.header.xid;
         let Some(chunks) = call.header.chunks().copied() else {
             return Ok(());
         };
         let list = chunks.read_list;
         stats.counters.add_received_chunks(&call.header);
-        let kind = if call.reassembly.position_zero.is_some() {
-            CallKind::Long
-        } else if !call.reassembly.chunks.is_empty() {
-            CallKind::Chunked
-        } else {
-            CallKind::Short
-        };
+        let kind = call.reassembly.kind();
         stats.counters.add_call(kind);
         if let Err(why) = check_reads(self.ord_depth, &list) {
             self.refuse(xid, grant, slot, why);
@@ -1056,44 +1098,28 @@ impl<D: Device> SConn<D> {
         // The Read chunks are pulled in a future of their own, boxed: most
         // calls have none, and their future (allocated per call) stays
         // small without the states of the RDMA Reads.
-        let pulled =
-            if call.reassembly.position_zero.is_some() || !call.reassembly.chunks.is_empty() {
-                match Box::pin(self.pull_chunks(msg, &mut call, &list, grant, slot)).await? {
-                    Some(p) => p,
-                    None => return Ok(()),
-                }
-            } else {
-                Pulled {
-                    reduced: msg.slice(call.header.header_len.min(msg.len())..),
-                    data: Vec::new(),
-                    read_bytes: 0,
-                    _budget: None,
-                }
-            };
+        let pulled = if kind == CallKind::Short {
+            Pulled {
+                reduced: msg.slice(call.header.header_len.min(msg.len())..),
+                data: Vec::new(),
+                read_bytes: 0,
+                _budget: None,
+            }
+        } else {
+            match Box::pin(self.pull_chunks(msg, &mut call, &list, grant, slot)).await? {
+                Some(p) => p,
+                None => return Ok(()),
+            }
+        };
         let Pulled {
             reduced,
             data,
             read_bytes,
             _budget,
         } = pulled;
-        // The call, with DDP-eligible arguments where they were placed.
-        let mut args = Payload::new();
-        for piece in &call.reassembly.pieces {
-            match *piece {
-                CallPiece::Inline { offset, len } => {
-                    let s = (offset as usize).min(reduced.len());
-                    let e = (offset.saturating_add(len) as usize).min(reduced.len());
-                    args.push_xdr(reduced.slice(s..e));
-                }
-                CallPiece::Chunk { chunk, len } => {
-                    let d = data.get(chunk).cloned().unwrap_or_default();
-                    let l = (len as usize).min(d.len());
-                    args.push_ddp(d.slice(..l));
-                }
-            }
-        }
+        let args = call_args(&call.reassembly.pieces, &reduced, &data);
         stats.dispatched.fetch_add(1, Relaxed);
-        let reply = match srv.dispatcher.dispatch(args).await {
+        let reply = match self.srv.dispatcher.dispatch(args).await {
             DispatchOutcome::Reply(r) => r,
             DispatchOutcome::Drop(reason) => {
                 tracing::debug!(xid, ?reason, "RPC layer dropped the message");
@@ -1104,25 +1130,40 @@ impl<D: Device> SConn<D> {
         // Item `i` of the plan is `pieces[i]` (borrowed: no clone, which
         // would make a `Vec`-backed `Bytes` allocate to become shared).
         let items = crate::ulb::stream_items(&reply);
-        let pieces = reply.pieces();
-        let plan = match plan_reply(
-            xid,
-            grant,
-            &items,
-            &call.offered,
-            self.neg.inline(Side::Server).send,
-        ) {
+        let send_inline = self.neg.inline(Side::Server).send;
+        let plan = plan_reply(xid, grant, &items, &call.offered, send_inline)
+            .map_err(ErrChunk::from)
+            .and_then(|p| check_send_queue_share(&p, self.ep.sq_depth()).map(|()| p));
+        let plan = match plan {
             Ok(p) => p,
-            Err(e) => {
-                self.refuse(xid, grant, slot, e.into());
+            Err(why) => {
+                self.refuse(xid, grant, slot, why);
                 return Ok(());
             }
         };
-        if let Err(why) = check_send_queue_share(&plan, self.ep.sq_depth()) {
-            self.refuse(xid, grant, slot, why);
-            return Ok(());
+        let written = self.send_reply(&plan, reply.pieces(), &chunks, slot)?;
+        stats.counters.add_reply(plan.kind);
+        stats.counters.add_chunk_bytes(read_bytes + written);
+        drop(reply);
+        let mut sinks = data;
+        if kind == CallKind::Long {
+            sinks.push(reduced);
         }
-        // RDMA Writes into the Write chunks and the Reply chunk.
+        self.recycle(sinks);
+        Ok(())
+    }
+
+    /// Posts the reply's RDMA Writes into the Write chunks and the Reply
+    /// chunk, then its Send after them in the same send queue, returning
+    /// the call's credit just before the Send is posted. Returns the bytes
+    /// written.
+    fn send_reply(
+        &self,
+        plan: &ReplyPlan,
+        pieces: &[oncrpc::Piece],
+        chunks: &ChunkLists<'_>,
+        slot: &AtomicBool,
+    ) -> Result<u64, TransportError> {
         let mut sources: HashMap<usize, D::Mr> = HashMap::new();
         let mut extra: Vec<D::Mr> = Vec::new();
         let mut written = 0u64;
@@ -1134,7 +1175,6 @@ impl<D: Device> SConn<D> {
             self.ep.hold(sources.into_values().chain(extra));
             return Err(e);
         }
-        // The Send, after the Writes in the same send queue.
         let hl = plan.header.buffer_len();
         let inline_len = rpcrdma_proto::stream::spans_len(&plan.inline) as usize;
         let mut b = BytesMut::with_capacity(hl + inline_len);
@@ -1148,35 +1188,39 @@ impl<D: Device> SConn<D> {
             |i| &pieces[i].bytes()[..],
             |x| b.extend_from_slice(x),
         );
-        let mut stags: Vec<u32> = list.segments().map(|s| s.segment.handle).collect();
+        let op = self.reply_send_op(chunks);
+        let mut mrs: Vec<D::Mr> = sources.into_values().collect();
+        mrs.extend(extra);
+        self.release_credit(slot);
+        // On failure the endpoint keeps `mrs` (earlier Writes use them).
+        self.ep.post_send_msg(op, b.freeze(), mrs)?;
+        Ok(written)
+    }
+
+    /// Send, or Send with Invalidate of the call's STag when RFC 8797 §6
+    /// allows it (both sides set R, and the call exposed that one STag).
+    fn reply_send_op(&self, chunks: &ChunkLists<'_>) -> SendOp {
+        let mut stags: Vec<u32> = chunks
+            .read_list
+            .segments()
+            .map(|s| s.segment.handle)
+            .collect();
         for c in chunks.write_list.chunks() {
             stags.extend(c.segments().map(|s| s.handle));
         }
         if let Some(rc) = chunks.reply_chunk {
             stags.extend(rc.segments().map(|s| s.handle));
         }
-        let mut op = SendOp::Send { solicited: false };
-        if let Some(rkey) = self.neg.send_with_invalidate(&stags) {
-            op = SendOp::SendWithInvalidate {
-                invalidate_rkey: rkey,
-                solicited: false,
-            };
-            stats.send_with_invalidate.fetch_add(1, Relaxed);
+        match self.neg.send_with_invalidate(&stags) {
+            Some(rkey) => {
+                self.srv.stats.send_with_invalidate.fetch_add(1, Relaxed);
+                SendOp::SendWithInvalidate {
+                    invalidate_rkey: rkey,
+                    solicited: false,
+                }
+            }
+            None => SendOp::Send { solicited: false },
         }
-        let mut mrs: Vec<D::Mr> = sources.into_values().collect();
-        mrs.extend(extra);
-        self.release_credit(slot);
-        // On failure the endpoint keeps `mrs` (earlier Writes use them).
-        self.ep.post_send_msg(op, b.freeze(), mrs)?;
-        stats.counters.add_reply(plan.kind);
-        stats.counters.add_chunk_bytes(read_bytes + written);
-        drop(reply);
-        let mut sinks = data;
-        if call.reassembly.position_zero.is_some() {
-            sinks.push(reduced);
-        }
-        self.recycle(sinks);
-        Ok(())
     }
 
     /// Posts the reply's RDMA Writes; the registrations they gather from

@@ -34,31 +34,33 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use oncrpc::{decode_reply, Channel, Payload, PayloadBuilder, Piece, Request, RpcError};
+use oncrpc::{Channel, Payload, PayloadBuilder, Piece, Request, RpcError};
 use rdma_verbs::idhash::IdMap;
 use rdma_verbs::{
-    Access, ConnParam, Device, FastRegWr, MemoryRegion, MrBuffer, ProtectionDomain, QpState,
-    QueuePair, RemoteAddr, SendOp, SendWr, VerbsError, WorkCompletion,
+    ConnParam, Device, MemoryRegion, QpState, QueuePair, RemoteAddr, SendOp, SendWr, VerbsError,
+    WorkCompletion,
 };
 use rpcrdma_proto::binding::ArgsView;
 use rpcrdma_proto::classify::{route, Route, Side};
 use rpcrdma_proto::counters::Counters;
 use rpcrdma_proto::credits::RequesterCredits;
-use rpcrdma_proto::marshal::{
-    plan_call_within, CallKind, CallPlan, OfferedChunks, RegionSource, ReplyBounds, Thresholds,
-};
+use rpcrdma_proto::marshal::{plan_call_within, OfferedChunks, ReplyBounds, Thresholds};
 use rpcrdma_proto::private_data::{Negotiated, PrivateData};
-use rpcrdma_proto::reassemble::{place_results, ResultPiece};
 use rpcrdma_proto::stream::{gather_with, spans_len, Span};
-use rpcrdma_proto::validate::{check_reply, check_reply_payload, DiscardReason, ReplyVerdict};
-use rpcrdma_proto::wire::{Body, ChunkListsRepr, ErrorBody};
+use rpcrdma_proto::validate::{check_reply, DiscardReason, ReplyVerdict};
+use rpcrdma_proto::wire::{Body, ErrorBody};
 use tokio::sync::oneshot;
 
 use crate::config::{RdmaConfig, FIRST_REPLY_NUDGES};
 use crate::endpoint::{lock, Endpoint, RECV_MARGIN};
 use crate::error::TransportError;
-use crate::report::{CallReport, MessageKind, ReplyMode};
+use crate::report::CallReport;
 use crate::ulb::Bindings;
+
+mod regions;
+mod reply;
+use regions::{join, release_regions, restore, Reg};
+use reply::Outcome;
 
 type CallResult = Result<(Payload, CallReport), RpcError>;
 
@@ -114,12 +116,6 @@ struct Conn<D: Device> {
     nudging: AtomicBool,
     /// When the connection was made.
     since: Instant,
-}
-
-struct Reg<D: Device> {
-    source: RegionSource,
-    mr: D::Mr,
-    rkey: u32,
 }
 
 struct Sent<D: Device> {
@@ -422,27 +418,6 @@ impl<D: Device> Conn<D> {
             since: Instant::now(),
         }))
     }
-
-    /// A fresh region for one registration. Regions are not pooled: a
-    /// re-registered region would keep its STag index and change only the
-    /// 8-bit key, so handles would repeat within a few hundred calls and a
-    /// late or duplicated RDMA operation of an old call, or a wire analyser
-    /// (tshark matches chunks by handle and offset), could take a new
-    /// call's chunk for an old one.
-    fn take_mr(&self, max: usize) -> Result<D::Mr, VerbsError> {
-        self.ep.pd.alloc_mr(max)
-    }
-}
-
-/// What the reply said, extracted from the receive buffer.
-enum Outcome {
-    Reply {
-        msg: Bytes,
-        header_len: usize,
-        nomsg: bool,
-        returned: ChunkListsRepr,
-    },
-    Error(ErrorBody),
 }
 
 impl<D: Device> Shared<D> {
@@ -1194,7 +1169,7 @@ impl<D: Device> Shared<D> {
             return Err(TransportError::Plan(e.to_string()));
         }
         gather_into(&mut sbuf, inline, pieces);
-        let report = initial_report(xid, &plan, total as u64, conn.neg.thresholds, retransmits);
+        let report = CallReport::sent(xid, &plan, total as u64, conn.neg.thresholds, retransmits);
         self.stats.counters.add_call(plan.kind);
         self.stats
             .write_pads
@@ -1208,107 +1183,6 @@ impl<D: Device> Shared<D> {
             report,
             send: sbuf.freeze(),
         })
-    }
-
-    fn register_regions(
-        &self,
-        conn: &Arc<Conn<D>>,
-        plan: &mut CallPlan,
-        pieces: &[Piece],
-        bufs: &mut [BytesMut],
-        regs: &mut Vec<Reg<D>>,
-        failed: &mut Vec<(usize, BytesMut)>,
-    ) -> Result<(), TransportError> {
-        let max = self.config.max_region_len;
-        for i in 0..plan.regions.len() {
-            let r = &plan.regions[i];
-            let len = r.len as usize;
-            if len > max {
-                return Err(TransportError::TooLarge { len, max });
-            }
-            let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-            let (buffer, access) = match r.source {
-                RegionSource::CallItem { item } => (
-                    MrBuffer::Frozen(
-                        pieces
-                            .get(item)
-                            .map(|p| p.bytes().clone())
-                            .unwrap_or_default(),
-                    ),
-                    Access::REMOTE_READ,
-                ),
-                RegionSource::CallPayload => {
-                    let mut b = BytesMut::with_capacity(len);
-                    gather_into(&mut b, &plan.payload, pieces);
-                    (MrBuffer::Frozen(b.freeze()), Access::REMOTE_READ)
-                }
-                RegionSource::ReplyWriteChunk { chunk } => {
-                    let mut b = bufs.get_mut(chunk).map(std::mem::take).unwrap_or_default();
-                    // Only bytes never initialised are zeroed: a reused
-                    // buffer is registered as it is. The result is the
-                    // length the reply's Write list declares (RFC 8166
-                    // §3.5.4; at most what was offered): the requester
-                    // cannot see which bytes the responder wrote, so bytes
-                    // it declared but did not write keep the buffer's
-                    // earlier contents (zeros, the caller's old data, or a
-                    // first attempt's data after a retransmission). The
-                    // region is never remotely readable.
-                    if b.len() >= len {
-                        b.truncate(len);
-                    } else {
-                        b.resize(len, 0);
-                    }
-                    (MrBuffer::Mutable(b), rw)
-                }
-                RegionSource::ReplyChunk => (MrBuffer::Mutable(BytesMut::zeroed(len)), rw),
-                // A few bytes per call, registered and invalidated with the
-                // call like every other region (Linux keeps one pad region
-                // per connection instead, which it must then keep out of
-                // remote invalidation). Never part of the result.
-                RegionSource::WritePad { .. } => (MrBuffer::Mutable(BytesMut::zeroed(len)), rw),
-            };
-            let source = r.source;
-            let segments = r.segments.clone();
-            // One registration, hence one STag, per segment, as xprtrdma
-            // registers one MR per segment: a handle then names exactly one
-            // segment (RFC 8166 §3.4.2 allows either), so a peer or a wire
-            // analyser (tshark keys chunk reassembly by handle) never has to
-            // tell two segments of one handle apart.
-            let mut rest = buffer;
-            let n = segments.len();
-            for (k, seg) in segments.into_iter().enumerate() {
-                let piece = if k + 1 == n {
-                    std::mem::replace(&mut rest, MrBuffer::Frozen(Bytes::new()))
-                } else {
-                    split_front(&mut rest, seg.len as usize)
-                };
-                let mr = match conn.take_mr(max) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        give_back(source, piece, rest, failed);
-                        return Err(e.into());
-                    }
-                };
-                let rkey = match conn.ep.qp.post_fast_reg(
-                    &mr,
-                    FastRegWr {
-                        wr_id: 0,
-                        buffer: piece,
-                        access,
-                        signaled: false,
-                    },
-                ) {
-                    Ok(k) => k,
-                    Err(e) => {
-                        give_back(source, e.buffer, rest, failed);
-                        return Err(e.error.into());
-                    }
-                };
-                plan.set_segment(seg.slot, rkey, 0);
-                regs.push(Reg { source, mr, rkey });
-            }
-        }
-        Ok(())
     }
 
     /// A receive completed on `conn`.
@@ -1383,152 +1257,6 @@ impl<D: Device> Shared<D> {
         }
         self.pump();
     }
-
-    /// Invalidates the call's registrations, then completes it.
-    fn finish(self: &Arc<Self>, slot: Slot<D>, outcome: Outcome, inv: Option<u32>, recv_len: u64) {
-        let Some(sent) = slot.sent else {
-            return;
-        };
-        let Sent {
-            regions,
-            mut report,
-            ..
-        } = sent;
-        let mut to_invalidate = 0;
-        for r in &regions {
-            if inv == Some(r.rkey) {
-                report.remote_invalidated = true;
-            } else if r.mr.is_valid() {
-                to_invalidate += 1;
-            }
-        }
-        if report.remote_invalidated {
-            self.stats.remote_invalidations.fetch_add(1, Relaxed);
-        }
-        report.local_invalidations = to_invalidate;
-        report.reply_recv_bytes = recv_len;
-        self.stats
-            .local_invalidations
-            .fetch_add(to_invalidate as u64, Relaxed);
-        let Some(tx) = slot.tx else {
-            // Abandoned: nobody waits for the result; release the regions.
-            for r in regions {
-                drop(r.mr.deregister());
-            }
-            return;
-        };
-        // Every registration still valid is invalidated here, before the
-        // caller sees anything, by deregistering it: regions are not reused
-        // (see `take_mr`), and deregistration invalidates atomically with
-        // respect to placement (a late RDMA operation on the STag is
-        // refused), so a LocalInvalidate work request would only add a trip
-        // through the send queue and a completion.
-        let (prog, vers, proc_) = (slot.req.prog, slot.req.vers, slot.req.procedure);
-        let mut write_bufs: Vec<Option<MrBuffer>> = Vec::new();
-        let mut reply_buf = None;
-        for r in regions {
-            let buf = r.mr.deregister();
-            // A chunk registered segment by segment comes back piece by
-            // piece, in order.
-            match r.source {
-                RegionSource::ReplyWriteChunk { chunk } => {
-                    if write_bufs.len() <= chunk {
-                        write_bufs.resize_with(chunk + 1, || None);
-                    }
-                    write_bufs[chunk] = join(write_bufs[chunk].take(), buf);
-                }
-                RegionSource::ReplyChunk => reply_buf = join(reply_buf.take(), buf),
-                _ => {}
-            }
-        }
-        let res = self.build_result(prog, vers, proc_, report, outcome, write_bufs, reply_buf);
-        self.stats.completed.fetch_add(1, Relaxed);
-        let _ = tx.send(res);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn build_result(
-        &self,
-        prog: u32,
-        vers: u32,
-        proc_: u32,
-        mut report: CallReport,
-        outcome: Outcome,
-        mut write_bufs: Vec<Option<MrBuffer>>,
-        reply_buf: Option<MrBuffer>,
-    ) -> CallResult {
-        let bad = |s: String| TransportError::BadReply(s).into_rpc();
-        let (msg, header_len, nomsg, returned) = match outcome {
-            Outcome::Error(e) => {
-                report.reply_mode = ReplyMode::Error;
-                report.reply_message = MessageKind::Error;
-                tracing::debug!(xid = report.xid, ?e, "call failed with RDMA_ERROR");
-                return Err(match e {
-                    ErrorBody::Vers { low, high } => TransportError::ErrVers { low, high },
-                    ErrorBody::Chunk => TransportError::ErrChunk,
-                }
-                .into_rpc());
-            }
-            Outcome::Reply {
-                msg,
-                header_len,
-                nomsg,
-                returned,
-            } => (msg, header_len, nomsg, returned),
-        };
-        report.write_chunk_bytes = returned.write_list.iter().map(|c| c.total_len()).collect();
-        let payload = if nomsg {
-            let len = returned.reply_chunk.as_ref().map_or(0, |c| c.total_len()) as usize;
-            report.reply_mode = ReplyMode::Long;
-            report.reply_message = MessageKind::NoMsg;
-            report.reply_chunk_bytes = len as u64;
-            let b = reply_buf
-                .ok_or_else(|| bad("RDMA_NOMSG reply without a reply chunk".into()))?
-                .into_bytes();
-            if len > b.len() {
-                return Err(bad("reply chunk overrun".into()));
-            }
-            b.slice(..len)
-        } else {
-            report.reply_mode = ReplyMode::Short;
-            report.reply_message = MessageKind::Msg;
-            msg.slice(header_len.min(msg.len())..)
-        };
-        let (rxid, res) =
-            decode_reply(&Payload::from_xdr(payload.clone())).map_err(RpcError::BadReply)?;
-        // RFC 8166 §4.2.1: the RPC XID is `rdma_xid`. `check_reply` saw it
-        // in a Short reply; a Long reply's comes out of its Reply chunk.
-        if check_reply_payload(report.xid, &payload).is_err() {
-            return Err(bad(format!(
-                "RPC xid {rxid:#x} in reply to {:#x}",
-                report.xid
-            )));
-        }
-        let results = res?.flatten();
-        let layout = self.bindings.layout(prog, vers);
-        let buffer_len = |c: usize| {
-            write_bufs
-                .get(c)
-                .and_then(Option::as_ref)
-                .map(MrBuffer::len)
-        };
-        let pieces = place_results(layout, proc_, &results, &returned.write_list, buffer_len)
-            .map_err(|e| bad(e.to_string()))?;
-        let mut out = Payload::new();
-        for p in pieces {
-            match p {
-                ResultPiece::Inline(r) => out.push_xdr(results.slice(r)),
-                ResultPiece::Chunk { chunk, len } => {
-                    // `place_results` checked the buffer is there and long
-                    // enough.
-                    let data = write_bufs.get_mut(chunk).and_then(Option::take);
-                    let data = data.map(MrBuffer::into_bytes).unwrap_or_default();
-                    out.push_ddp(data.slice(..len.min(data.len())));
-                }
-            }
-        }
-        Ok((out, report))
-    }
 }
 
 /// A queued call taken to be sent, with its credit.
@@ -1555,83 +1283,6 @@ fn newer<D: Device>(st: &State<D>, conn: &Arc<Conn<D>>) -> bool {
     st.conn.as_ref().is_some_and(|c| !Arc::ptr_eq(c, conn))
 }
 
-/// Deregisters `regions`, collecting the result buffers (by Write chunk).
-fn release_regions<D: Device>(regions: Vec<Reg<D>>, bufs: &mut Vec<(usize, BytesMut)>) {
-    for r in regions {
-        let buf = r.mr.deregister();
-        if let (RegionSource::ReplyWriteChunk { chunk }, Some(b)) = (r.source, buf) {
-            if let Ok(b) = b.try_into_bytes_mut() {
-                bufs.push((chunk, b));
-            }
-        }
-    }
-}
-
-/// Puts result buffers back in place; the pieces of a buffer registered
-/// segment by segment are joined in the order given (no copy when they are
-/// the adjacent halves of one split).
-fn restore(slot_bufs: &mut Vec<BytesMut>, back: Vec<(usize, BytesMut)>) {
-    for (i, b) in back {
-        if slot_bufs.len() <= i {
-            slot_bufs.resize_with(i + 1, BytesMut::new);
-        }
-        if slot_bufs[i].is_empty() {
-            slot_bufs[i] = b;
-        } else {
-            slot_bufs[i].unsplit(b);
-        }
-    }
-}
-
-/// Splits the first `at` bytes off `b` (a zero-copy split of the same
-/// allocation).
-fn split_front(b: &mut MrBuffer, at: usize) -> MrBuffer {
-    match b {
-        MrBuffer::Mutable(m) => MrBuffer::Mutable(m.split_to(at.min(m.len()))),
-        MrBuffer::Frozen(f) => MrBuffer::Frozen(f.split_to(at.min(f.len()))),
-        MrBuffer::Vec(v) => {
-            let tail = v.split_off(at.min(v.len()));
-            MrBuffer::Vec(std::mem::replace(v, tail))
-        }
-    }
-}
-
-/// Joins the next piece of a result buffer onto what came before it.
-fn join(head: Option<MrBuffer>, next: Option<MrBuffer>) -> Option<MrBuffer> {
-    match (head, next) {
-        (None, n) => n,
-        (h, None) => h,
-        (Some(h), Some(n)) => {
-            let mut h = h
-                .try_into_bytes_mut()
-                .unwrap_or_else(|b| BytesMut::from(&b[..]));
-            match n.try_into_bytes_mut() {
-                Ok(n) => h.unsplit(n),
-                Err(n) => h.extend_from_slice(&n),
-            }
-            Some(MrBuffer::Mutable(h))
-        }
-    }
-}
-
-/// A registration failed: the piece that was not registered and the rest
-/// of the region's buffer go back to the caller (only result buffers are
-/// kept: argument bytes are still in the request).
-fn give_back(
-    source: RegionSource,
-    piece: MrBuffer,
-    rest: MrBuffer,
-    failed: &mut Vec<(usize, BytesMut)>,
-) {
-    if let RegionSource::ReplyWriteChunk { chunk } = source {
-        for b in [piece, rest] {
-            if let Ok(b) = b.try_into_bytes_mut() {
-                failed.push((chunk, b));
-            }
-        }
-    }
-}
-
 /// A copy of a request sharing its argument bytes (no result buffers).
 fn shallow_clone(r: &Request) -> Request {
     Request {
@@ -1653,63 +1304,6 @@ fn gather_into(out: &mut BytesMut, spans: &[Span], pieces: &[Piece]) {
         |i| &pieces[i].bytes()[..],
         |b| out.extend_from_slice(b),
     );
-}
-
-fn initial_report(
-    xid: u32,
-    plan: &CallPlan,
-    send: u64,
-    th: Thresholds,
-    retransmits: u32,
-) -> CallReport {
-    let mut r = CallReport {
-        xid,
-        call_kind: plan.kind,
-        call_message: if plan.kind == CallKind::Long {
-            MessageKind::NoMsg
-        } else {
-            MessageKind::Msg
-        },
-        call_send_bytes: send,
-        read_chunks: 0,
-        read_chunk_bytes: 0,
-        position_zero_bytes: 0,
-        read_segments: 0,
-        write_chunks: 0,
-        write_pad_segments: plan
-            .regions
-            .iter()
-            .filter(|r| matches!(r.source, RegionSource::WritePad { .. }))
-            .count(),
-        write_chunk_bytes: Vec::new(),
-        reply_chunk_offered: false,
-        reply_chunk_bytes: 0,
-        reply_mode: ReplyMode::Short,
-        reply_message: MessageKind::Msg,
-        reply_recv_bytes: 0,
-        remote_invalidated: false,
-        local_invalidations: 0,
-        retransmits,
-        thresholds: th,
-    };
-    if let Some(c) = plan.header.chunks() {
-        let mut last = None;
-        for s in &c.read_list {
-            r.read_segments += 1;
-            if s.position == 0 {
-                r.position_zero_bytes += s.segment.length as u64;
-            } else {
-                if last != Some(s.position) {
-                    r.read_chunks += 1;
-                }
-                r.read_chunk_bytes += s.segment.length as u64;
-            }
-            last = Some(s.position);
-        }
-        r.write_chunks = c.write_list.len();
-        r.reply_chunk_offered = c.reply_chunk.is_some();
-    }
-    r
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use rpcrdma_proto::marshal::{CallKind, Thresholds};
+use rpcrdma_proto::marshal::{CallKind, CallPlan, RegionSource, Thresholds};
 
 /// The transport header type of a message (`rdma_proc`, RFC 8166 §4.2.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +81,67 @@ pub struct CallReport {
     pub retransmits: u32,
     /// The connection's inline thresholds.
     pub thresholds: Thresholds,
+}
+
+impl CallReport {
+    /// The report of a call as sent: its kind and message type, its Send,
+    /// the chunks it offered, on a connection with thresholds `th`.
+    pub(crate) fn sent(
+        xid: u32,
+        plan: &CallPlan,
+        send: u64,
+        th: Thresholds,
+        retransmits: u32,
+    ) -> CallReport {
+        let mut r = CallReport {
+            xid,
+            call_kind: plan.kind,
+            call_message: if plan.kind == CallKind::Long {
+                MessageKind::NoMsg
+            } else {
+                MessageKind::Msg
+            },
+            call_send_bytes: send,
+            read_chunks: 0,
+            read_chunk_bytes: 0,
+            position_zero_bytes: 0,
+            read_segments: 0,
+            write_chunks: 0,
+            write_pad_segments: plan
+                .regions
+                .iter()
+                .filter(|r| matches!(r.source, RegionSource::WritePad { .. }))
+                .count(),
+            write_chunk_bytes: Vec::new(),
+            reply_chunk_offered: false,
+            reply_chunk_bytes: 0,
+            reply_mode: ReplyMode::Short,
+            reply_message: MessageKind::Msg,
+            reply_recv_bytes: 0,
+            remote_invalidated: false,
+            local_invalidations: 0,
+            retransmits,
+            thresholds: th,
+        };
+        if let Some(c) = plan.header.chunks() {
+            let mut last = None;
+            for s in &c.read_list {
+                r.read_segments += 1;
+                if s.position == 0 {
+                    r.position_zero_bytes += s.segment.length as u64;
+                } else {
+                    if last != Some(s.position) {
+                        r.read_chunks += 1;
+                    }
+                    r.read_chunk_bytes += s.segment.length as u64;
+                }
+                last = Some(s.position);
+            }
+            r.write_chunks = c.write_list.len();
+            r.reply_chunk_offered = c.reply_chunk.is_some();
+        }
+        r
+    }
 }
 
 impl fmt::Display for CallReport {

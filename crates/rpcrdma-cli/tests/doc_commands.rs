@@ -53,8 +53,8 @@ const DOCS: &[&str] = &["README.md", "docs/cli.md"];
 const BIN: &str = env!("CARGO_BIN_EXE_rpcrdma");
 
 /// Calls per measurement of a documented benchmark command (see the module
-/// doc): 64 calls of 1 MiB are 64 MiB on the wire.
-const LOAD_CALLS: &str = "64";
+/// doc): 16 calls of 1 MiB are 16 MiB on the wire.
+const LOAD_CALLS: &str = "16";
 
 /// Longest time one foreground command may take.
 const COMMAND_LIMIT: Duration = Duration::from_secs(240);
@@ -1008,16 +1008,16 @@ fn measurements_get_a_call_bound() {
     let b = |c: &str| bound_load(c);
     assert_eq!(
         b("rpcrdma bench rdma://127.0.0.1:1 --size 1MiB --seconds 2"),
-        "rpcrdma bench rdma://127.0.0.1:1 --size 1MiB --seconds 2 --calls 64"
+        "rpcrdma bench rdma://127.0.0.1:1 --size 1MiB --seconds 2 --calls 16"
     );
     assert_eq!(
         b("rpcrdma nfs tcp://h:1/x bench read --file f &"),
-        "rpcrdma nfs tcp://h:1/x bench read --file f --calls 64 &"
+        "rpcrdma nfs tcp://h:1/x bench read --file f --calls 16 &"
     );
-    assert_eq!(b("rpcrdma demo"), "rpcrdma demo --bench-calls 64");
+    assert_eq!(b("rpcrdma demo"), "rpcrdma demo --bench-calls 16");
     assert_eq!(
         b("RUST_LOG=info rpcrdma demo --inline 1024"),
-        "RUST_LOG=info rpcrdma demo --inline 1024 --bench-calls 64"
+        "RUST_LOG=info rpcrdma demo --inline 1024 --bench-calls 16"
     );
     // Left alone: a bound already given, no benchmark, a non-plain command.
     for c in [

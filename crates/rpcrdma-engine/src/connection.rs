@@ -156,7 +156,7 @@ impl Connection {
 
     /// Receives the driver keeps posted: the forward credits, plus the
     /// backward credits when reverse operation is on (each side posts
-    /// for the reverse calls or replies it may receive, RFC 8167 §4.2),
+    /// for the reverse calls or replies it may receive, RFC 8167 §4.3),
     /// plus the configured margin.
     pub fn recv_target(&self) -> u32 {
         let forward = match self.config.side {
@@ -230,7 +230,7 @@ impl Connection {
     /// A Receive completed on the queue pair of `generation` with `msg`
     /// (and the STag a Send with Invalidate invalidated, if any). The
     /// message is classified as CALL or REPLY before any XID lookup
-    /// ([`rpcrdma_proto::classify::route`], RFC 8167 §2.3): a
+    /// ([`rpcrdma_proto::classify::route`], RFC 8167 §2.4): a
     /// reverse-direction call goes to the active side's Responder, a
     /// reverse-direction reply to the passive side's Requester, everything
     /// else to the forward half.

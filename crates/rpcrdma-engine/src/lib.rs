@@ -57,7 +57,7 @@
 //!
 //! Received messages are classified as CALL or REPLY before any XID lookup
 //! ([`rpcrdma_proto::classify::route`]), so a reverse call and a forward
-//! call with the same XID are two different transactions (RFC 8167 §2.3).
+//! call with the same XID are two different transactions (RFC 8167 §2.4.1).
 //!
 //! # One call, driven by hand
 //!

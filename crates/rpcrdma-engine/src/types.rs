@@ -244,7 +244,8 @@ pub enum SubmitError {
         /// The limit.
         limit: u32,
     },
-    /// A reverse-direction call may not move data in chunks (RFC 8167 §5.3).
+    /// Reverse-direction calls travel inline only here: chunks are optional
+    /// in that direction (RFC 8167 §5.3) and this implementation sends none.
     #[error("reverse-direction calls carry no chunks")]
     ChunksNotSupported,
 }

@@ -528,7 +528,7 @@ fn bidi(a_credits: u32, backward: u32) -> Pair {
 /// Forward and reverse calls interleave on one connection, each direction
 /// at full credit; backward credits are never exceeded, counted by the
 /// passive side's Requester and by the active side's Responder; forward
-/// and backward credits are counted apart (RFC 8167 §4.1, §4.2).
+/// and backward credits are counted apart (RFC 8167 §4.1).
 #[test]
 fn reverse_calls_interleave_with_forward_calls_at_full_credit() {
     let mut p = bidi(4, 2);
@@ -590,7 +590,7 @@ fn reverse_calls_interleave_with_forward_calls_at_full_credit() {
         .all(|r| r.direction == Direction::Forward));
 }
 
-/// RFC 8167 §2.3: the two XID spaces are independent. A reverse call with
+/// RFC 8167 §2.4.1: the two XID spaces are independent. A reverse call with
 /// the XID of an outstanding forward call is dispatched as a call, and the
 /// forward call still completes with its own reply.
 #[test]

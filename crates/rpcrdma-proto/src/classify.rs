@@ -4,7 +4,7 @@
 //! An RPC-over-RDMA Version One header does not say whether the RPC message
 //! it carries is a Call or a Reply, yet the meaning of `rdma_xid`,
 //! `rdma_credit` and the chunk lists depends on it, and the XID spaces of
-//! the two directions are independent (RFC 8167 §2.3: a forward-direction
+//! the two directions are independent (RFC 8167 §2.4.1: a forward-direction
 //! and a reverse-direction Requester MAY use the same XID at the same time
 //! on one connection). A receiver therefore looks at the RPC message's
 //! `msg_type` (RFC 5531 §9: CALL = 0, REPLY = 1) before it looks the XID up
@@ -172,7 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn rfc8167_s2_3_same_xid_both_directions() {
+    fn rfc8167_s2_4_1_same_xid_both_directions() {
         // A reverse Call and a forward Reply with one XID are told apart by
         // msg_type alone.
         let call = short(7, &[7, 0, 2, 1, 1, 0]);

@@ -46,7 +46,7 @@ impl Service for SlowGet {
     }
 }
 
-/// R11 probe: the NULL probe's timeout counts time spent waiting for a
+/// Probe: the NULL probe's timeout counts time spent waiting for a
 /// credit, so a healthy connection whose credits are all held by slow calls
 /// is torn down although the probe was never sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,7 +158,7 @@ async fn slow_pair(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_timeout_cuts_a_long_reply_still_being_sent() {
     let scfg = RdmaConfig {
-        idle_timeout: if std::env::var("R11_CONTROL").is_ok() {
+        idle_timeout: if std::env::var("LIVENESS_CONTROL").is_ok() {
             None
         } else {
             Some(Duration::from_millis(1000))
@@ -193,7 +193,7 @@ async fn idle_timeout_cuts_a_long_reply_still_being_sent() {
     common::check_get(&p, LEN, 3);
 }
 
-/// R11 barren race: a call that crosses the responder's idle close of a
+/// Barren race: a call that crosses the responder's idle close of a
 /// connection that carried nothing yet is failed with ReconnectFailed
 /// once the barren count reaches max_attempts, although the server is up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +204,7 @@ async fn calls_crossing_idle_closes_fail_with_reconnect_failed() {
         ..Default::default()
     };
     let srv = common::server(fabric.clone(), scfg).await;
-    let attempts: u32 = std::env::var("R11_ATTEMPTS")
+    let attempts: u32 = std::env::var("LIVENESS_ATTEMPTS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(8);
@@ -269,7 +269,7 @@ async fn slow_call_with_credits_to_spare_keeps_the_connection() {
     assert_eq!(s.silent_disconnects.load(Ordering::Relaxed), 0);
 }
 
-/// R11 probe/bulk: a connection busy moving a large result (RDMA Writes
+/// Probe and bulk: a connection busy moving a large result (RDMA Writes
 /// toward the client, no message received) counts as silent; a short
 /// call queued behind the bulk data times out, its NULL probe (queued
 /// behind the same data) times out too, and the connection is torn down
@@ -309,7 +309,7 @@ async fn connection_moving_a_large_result_is_not_silent() {
     );
 }
 
-/// R11 probe/bulk, repeated: a short call every 700 ms while a 4 MiB GET
+/// Probe and bulk, repeated: a short call every 700 ms while a 4 MiB GET
 /// (about 2 s through the relay) runs: can the GET ever finish?
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_result_with_periodic_short_calls() {
@@ -349,7 +349,7 @@ async fn large_result_with_periodic_short_calls() {
     assert!(r.is_ok());
 }
 
-/// R11 probe/bulk, Read direction: a PUT whose Read chunk the server pulls
+/// Probe and bulk, Read direction: a PUT whose Read chunk the server pulls
 /// slowly; a short call during it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_moving_a_large_argument_is_not_silent() {

@@ -111,11 +111,7 @@ impl Connection {
                 offered: None,
                 generation: g,
             } => {
-                self.requester.remove(id);
-                if g == generation {
-                    self.requester.credits.release();
-                }
-                self.events.push_back(Event::Retired { id });
+                self.retire_unsent(id, g);
                 false
             }
             _ => false,
@@ -125,17 +121,13 @@ impl Connection {
     /// The driver could not prepare a call (a registration failed): the
     /// call ends with [`CallError::Prepare`] and its credit returns.
     pub fn call_failed(&mut self, id: CallId, reason: impl Into<String>) {
-        let generation = self.generation;
         let Some(call) = self.requester.calls.get(&id) else {
             return;
         };
         let (xid, state) = (call.xid, call.state.clone());
         match state {
             CallState::Preparing { generation: g } => {
-                self.requester.remove(id);
-                if g == generation {
-                    self.requester.credits.release();
-                }
+                self.forget_unsent(id, g);
                 self.events.push_back(Event::CallDone {
                     id,
                     xid,
@@ -145,13 +137,7 @@ impl Connection {
             CallState::Abandoned {
                 offered: None,
                 generation: g,
-            } => {
-                self.requester.remove(id);
-                if g == generation {
-                    self.requester.credits.release();
-                }
-                self.events.push_back(Event::Retired { id });
-            }
+            } => self.retire_unsent(id, g),
             _ => {}
         }
     }
@@ -188,6 +174,23 @@ impl Connection {
     /// A reply (or RDMA_ERROR) matched call `xid`: its credit returns, the
     /// grant updates (RFC 8166 §3.3.1), and the call completes, or, when
     /// it was abandoned, retires.
+    /// Forgets a call that never went on the wire; the credit it took on
+    /// connection generation `g` returns if that generation is current
+    /// (credits of an older generation were reset with it).
+    fn forget_unsent(&mut self, id: CallId, g: u64) {
+        self.requester.remove(id);
+        if g == self.generation {
+            self.requester.credits.release();
+        }
+    }
+
+    /// An abandoned call that never went on the wire: forgotten, and its
+    /// registrations released by the driver ([`Event::Retired`]).
+    fn retire_unsent(&mut self, id: CallId, g: u64) {
+        self.forget_unsent(id, g);
+        self.events.push_back(Event::Retired { id });
+    }
+
     fn complete(&mut self, xid: u32, credit: u32, result: Result<Reply, CallError>) {
         let before = self.requester.credits.limit();
         self.requester.credits.on_reply(credit);

@@ -191,29 +191,17 @@ fn lost_reply_times_out_at_deadline_and_late_reply_is_discarded() {
         max_reduced_len: 28,
         ..Default::default()
     };
-    let lost =
+    let [lost, late, fine] = [1, 2, 3].map(|w| {
         p.a.call_with(
             t0,
             procs::ECHO,
-            &words(&[1]),
+            &words(&[w]),
             None,
             shape.clone(),
             Some(timeout),
         )
-        .unwrap();
-    let late =
-        p.a.call_with(
-            t0,
-            procs::ECHO,
-            &words(&[2]),
-            None,
-            shape.clone(),
-            Some(timeout),
-        )
-        .unwrap();
-    let fine =
-        p.a.call_with(t0, procs::ECHO, &words(&[3]), None, shape, Some(timeout))
-            .unwrap();
+        .unwrap()
+    });
     p.run();
     assert_eq!(p.b.incoming.len(), 3);
     for _ in 0..3 {
